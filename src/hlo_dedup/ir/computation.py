@@ -1,0 +1,364 @@
+"""HloComputation: an ordered list of instructions with a root and parameters."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Iterator
+
+from .instruction import HloInstruction, HloIrError
+from .shape import shapes_compatible
+
+if TYPE_CHECKING:
+    from .module import HloModule
+
+_NUMERIC_SUFFIX = re.compile(r"^(.*?)\.(\d+)$")
+
+
+class HloComputation:
+    """A computation. Instruction order is the text order (the schedule, if scheduled)."""
+
+    __slots__ = (
+        "name",
+        "parent",
+        "_instructions",
+        "_by_name",
+        "parameters",
+        "root",
+        "is_entry",
+        "execution_thread",
+        "_head",
+        "_tail",
+        "_sig",
+        "has_signature",
+        "_changed",
+        "_reorder",
+        "_percent",
+        "offset",
+        "fusion_instruction",
+    )
+
+    def __init__(self, name: str, *, is_entry: bool = False, execution_thread: str = "main") -> None:
+        self.name = name
+        self.parent: HloModule | None = None
+        self._instructions: dict[HloInstruction, None] = {}
+        self._by_name: dict[str, HloInstruction] = {}
+        self.parameters: list[HloInstruction] = []
+        self.root: HloInstruction | None = None
+        self.is_entry = is_entry
+        self.execution_thread = execution_thread
+        self._head: str | None = None
+        self._tail = "\n}"
+        self._sig = True
+        self.has_signature = True
+        self._changed = False
+        self._reorder = False
+        self._percent = True
+        self.offset = -1
+        self.fusion_instruction: HloInstruction | None = None
+
+    def __repr__(self) -> str:
+        return f"<HloComputation {self.name} ({len(self._instructions)} instructions)>"
+
+    # ----------------------------------------------------------------- access
+    @property
+    def instructions(self) -> list[HloInstruction]:
+        """Instructions in order (text order for parsed modules; new ones appended)."""
+        return list(self._instructions)
+
+    def __iter__(self) -> Iterator[HloInstruction]:
+        return iter(list(self._instructions))
+
+    def __len__(self) -> int:
+        return len(self._instructions)
+
+    @property
+    def instruction_count(self) -> int:
+        return len(self._instructions)
+
+    def get_instruction(self, name: str) -> HloInstruction | None:
+        return self._by_name.get(name)
+
+    def parameter(self, number: int) -> HloInstruction:
+        return self.parameters[number]
+
+    @property
+    def num_parameters(self) -> int:
+        return len(self.parameters)
+
+    def is_fusion_computation(self) -> bool:
+        return self.fusion_instruction is not None
+
+    def mark_changed(self) -> None:
+        self._changed = True
+
+    # -------------------------------------------------------------- mutation
+    def _attach(self, inst: HloInstruction) -> None:
+        """Register a parsed instruction (the parser builds order and names itself)."""
+        inst.parent = self
+        self._instructions[inst] = None
+        self._by_name[inst.name] = inst
+
+    def add_instruction(self, inst: HloInstruction, new_name: str = "") -> HloInstruction:
+        """AddInstruction: append `inst`, giving it a module-unique name (XLA-style `.N`)."""
+        if inst.parent is not None:
+            raise HloIrError(f"instruction {inst.name!r} already belongs to a computation")
+        wanted = new_name or inst.name
+        inst.name = self._unique_name(wanted)
+        inst._text = None
+        if self._instructions:
+            inst._lead = next(iter(self._instructions))._lead or "\n  "
+        else:
+            inst._lead = "\n  "
+        inst._percent = self._percent
+        self._attach(inst)
+        if self.parent is not None:
+            self.parent._note_name(inst.name)
+            self.parent.touch()
+        self._reorder = True
+        self._changed = True
+        return inst
+
+    def _unique_name(self, wanted: str) -> str:
+        taken = self.parent.instruction_names() if self.parent is not None else set(self._by_name)
+        if wanted not in taken:
+            return wanted
+        m = _NUMERIC_SUFFIX.match(wanted)
+        base = m.group(1) if m else wanted
+        n = 1
+        prefix = base + "."
+        for name in taken:
+            if name.startswith(prefix) and name[len(prefix):].isdigit():
+                n = max(n, int(name[len(prefix):]) + 1)
+        while f"{base}.{n}" in taken:
+            n += 1
+        return f"{base}.{n}"
+
+    def set_root(self, new_root: HloInstruction, *, accept_different_shape: bool = False) -> None:
+        """set_root_instruction: move the ROOT marker (shape-checked unless told otherwise)."""
+        old = self.root
+        if old is new_root:
+            return
+        if (
+            not accept_different_shape
+            and old is not None
+            and self.fusion_instruction is None
+            and not shapes_compatible(old.shape, new_root.shape)
+        ):
+            raise HloIrError(
+                f"RET_CHECK failure ShapeUtil::Compatible(root, new_root) in {self.name}: "
+                f"{old.shape.to_text()} vs {new_root.shape.to_text()}"
+            )
+        self.root = new_root
+        if old is not None:
+            old.mark_changed()
+            if old.shape_text != new_root.shape_text:
+                self._sig = False
+        new_root.mark_changed()
+        self._reorder = True
+
+    def is_safely_removable(
+        self,
+        inst: HloInstruction,
+        *,
+        ignore_control_dependency: bool = False,
+        remove_dead_param_from_entry: bool = False,
+    ) -> bool:
+        """IsSafelyRemovable (xla-semantics §3.1), without call-graph callers."""
+        if not ignore_control_dependency and inst.has_control_dependencies():
+            return False
+        if inst.opcode == "parameter":
+            if inst.parent is None:
+                return True
+            if self.is_entry and not remove_dead_param_from_entry:
+                return False
+            return self.fusion_instruction is not None
+        return True
+
+    def remove_instruction(self, inst: HloInstruction) -> None:
+        """RemoveInstruction: the instruction must be dead, safely removable, edge-free."""
+        if inst.parent is not self:
+            raise HloIrError(f"{inst.name!r} is not in computation {self.name!r}")
+        if not inst.is_dead():
+            raise HloIrError(f"RET_CHECK failure instruction->IsDead() for {inst.name!r}")
+        if inst.has_control_dependencies():
+            raise HloIrError(f"RET_CHECK failure: {inst.name!r} has control dependencies")
+        if not self.is_safely_removable(inst):
+            raise HloIrError(f"RET_CHECK failure IsSafelyRemovable({inst.name!r})")
+        self._force_remove(inst)
+
+    def _force_remove(self, inst: HloInstruction) -> None:
+        inst.detach()
+        del self._instructions[inst]
+        if self._by_name.get(inst.name) is inst:
+            del self._by_name[inst.name]
+        inst.parent = None
+        self._changed = True
+        if self.parent is not None:
+            self.parent.touch()
+            self.parent._forget_name(inst.name)
+
+    def remove_instruction_and_unused_operands(self, inst: HloInstruction) -> bool:
+        """RemoveInstructionAndUnusedOperands: remove `inst`, then operands it left dead.
+
+        Side-effecting operands (other than `inst` itself) and operands with control edges
+        stay. Dead fusion parameters are removed with the matching fusion operand.
+        Returns True if any parameter was removed.
+        """
+        if inst.is_root:
+            raise HloIrError(f"RET_CHECK failure: cannot remove root {inst.name!r}")
+        if not inst.is_dead():
+            raise HloIrError(f"RET_CHECK failure instruction->IsDead() for {inst.name!r}")
+        if not self.is_safely_removable(inst):
+            raise HloIrError(f"RET_CHECK failure IsSafelyRemovable({inst.name!r})")
+        removed: set[HloInstruction] = set()
+        params: list[HloInstruction] = []
+        worklist = [inst]
+        head = 0
+        while head < len(worklist):
+            item = worklist[head]
+            head += 1
+            if item in removed or item.parent is not self or not item.is_dead():
+                continue
+            if not self.is_safely_removable(item):
+                continue
+            if item is not inst and item.has_side_effect():
+                continue
+            worklist.extend(item.operands)
+            removed.add(item)
+            if item.opcode == "parameter":
+                params.append(item)
+            else:
+                self._force_remove(item)
+        if not params:
+            return False
+        fusion = self.fusion_instruction
+        if fusion is None or fusion.parent is None:
+            return False
+        for param in sorted(params, key=lambda p: -p.parameter_number):
+            number = param.parameter_number
+            self.remove_parameter(number)
+            operand = fusion.operands[number]
+            del fusion.operands[number]
+            if operand not in fusion.operands:
+                operand._users.pop(fusion, None)
+            fusion.mark_changed()
+            caller = fusion.parent
+            if operand.is_dead() and caller.is_safely_removable(operand):
+                caller.remove_instruction_and_unused_operands(operand)
+        return True
+
+    def remove_parameter(self, number: int) -> None:
+        """RemoveParameter: drop dead parameter `number`; later ones become `param_<n>`."""
+        param = self.parameters[number]
+        if param.user_count or param.is_root:
+            raise HloIrError(f"parameter {number} of {self.name!r} is still used")
+        self._force_remove(param)
+        del self.parameters[number]
+        for n in range(number, len(self.parameters)):
+            old = self.parameters[n]
+            fresh = HloInstruction(
+                self._unique_name(f"param_{n}"), "parameter", old.shape_text, (), old.attributes,
+                payload=str(n),
+            )
+            fresh._lead = old._lead
+            fresh._percent = old._percent
+            self._insert_before(fresh, old)
+            old.replace_all_uses_with_different_shape(fresh)
+            self._force_remove(old)
+            self.parameters[n] = fresh
+        self._sig = False
+        self._changed = True
+
+    def _insert_before(self, inst: HloInstruction, anchor: HloInstruction) -> None:
+        items = list(self._instructions)
+        at = items.index(anchor)
+        items.insert(at, inst)
+        inst.parent = self
+        self._instructions = dict.fromkeys(items)
+        self._by_name[inst.name] = inst
+        if self.parent is not None:
+            self.parent._note_name(inst.name)
+
+    # ------------------------------------------------------------- analysis
+    def post_order(self) -> list[HloInstruction]:
+        """MakeInstructionPostOrder: DFS from each user-less instruction in list order;
+        control predecessors and operands before the instruction."""
+        visited: set[HloInstruction] = set()
+        order: list[HloInstruction] = []
+        for start in self._instructions:
+            if start._users or start in visited:
+                continue
+            stack: list[tuple[HloInstruction, bool]] = [(start, False)]
+            while stack:
+                node, expanded = stack.pop()
+                if expanded:
+                    order.append(node)
+                    continue
+                if node in visited:
+                    continue
+                visited.add(node)
+                stack.append((node, True))
+                for op in reversed(node.operands):
+                    if op not in visited:
+                        stack.append((op, False))
+                for pred in reversed(node.control_predecessors):
+                    if pred not in visited:
+                        stack.append((pred, False))
+        if len(order) != len(self._instructions):
+            raise HloIrError(f"computation {self.name!r} contains a cycle")
+        return order
+
+    def has_side_effect(self) -> bool:
+        """True if any instruction (recursively through called computations) has one."""
+        module = self.parent
+        if module is not None:
+            cache = module._side_effect_cache()
+            hit = cache.get(self)
+            if hit is not None:
+                return hit
+            cache[self] = False  # recursion guard for malformed cyclic calls
+        result = any(inst.has_side_effect() for inst in self._instructions)
+        if module is not None:
+            module._side_effect_cache()[self] = result
+        return result
+
+    def make_embedded_computations(self) -> list[HloComputation]:
+        """Computations this one calls, transitively, callees first."""
+        seen: dict[HloComputation, None] = {}
+
+        def visit(comp: HloComputation) -> None:
+            for inst in comp._instructions:
+                for callee in inst.called_computations:
+                    if callee not in seen:
+                        visit(callee)
+                        seen[callee] = None
+
+        visit(self)
+        return list(seen)
+
+    def to_text(self) -> str:
+        from ..text.printer import format_computation
+
+        return format_computation(self)
+
+
+def deduplicate_fusion_operands(fusion: HloInstruction) -> None:
+    """DeduplicateFusionOperands: a fusion operand used twice keeps its first parameter."""
+    if not fusion.called_computations:
+        return
+    body = fusion.called_computations[0]
+    first_index: dict[HloInstruction, int] = {}
+    duplicates: list[int] = []
+    for i, op in enumerate(fusion.operands):
+        if op in first_index:
+            duplicates.append(i)
+        else:
+            first_index[op] = i
+    if not duplicates or len(body.parameters) != len(fusion.operands):
+        return
+    for i in reversed(duplicates):
+        keep = body.parameters[first_index[fusion.operands[i]]]
+        body.parameters[i].replace_all_uses_with_different_shape(keep)
+        body.remove_parameter(i)
+        del fusion.operands[i]
+    fusion.mark_changed()

@@ -1,0 +1,494 @@
+"""HloInstruction: one HLO operation, kept lossless.
+
+An instruction parsed from text remembers its exact source text. As long as nothing
+about it changes, the printer re-emits that text byte for byte; any edit (operands,
+root flag, attributes, shape) drops the cached text so the printer regenerates the line
+in XLA's format. Attributes stay raw `(key, value)` strings until a typed accessor asks
+for one, which keeps parsing cheap on million-instruction modules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from .opcodes import (
+    ALWAYS_SIDE_EFFECTING,
+    CALLED_COMPUTATION_KEYS,
+    LAYOUT_CONSTRAINABLE_COLLECTIVES,
+)
+from .shape import Shape, parse_shape, shapes_compatible_ignoring_fp_precision, shapes_equal
+
+if TYPE_CHECKING:
+    from .computation import HloComputation
+    from .module import HloModule
+    from .replica_groups import ReplicaGroups
+
+
+class HloIrError(RuntimeError):
+    """An IR operation violated one of XLA's preconditions (XLA would RET_CHECK)."""
+
+
+class HloInstruction:
+    """An HLO instruction with operands, ordered de-duplicated users and control edges."""
+
+    __slots__ = (
+        "name",
+        "opcode",
+        "parent",
+        "operands",
+        "_users",
+        "control_predecessors",
+        "control_successors",
+        "called_computations",
+        "_shape_text",
+        "_shape",
+        "_payload",
+        "_attr_text",
+        "_attrs",
+        "_attr_offset",
+        "_lead",
+        "_text",
+        "_percent",
+        "_operand_shapes",
+        "_cache",
+        "offset",
+        "compact_gte_base",
+        "host",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        opcode: str,
+        shape: Shape | str | None,
+        operands: Iterable[HloInstruction] = (),
+        attributes: Iterable[tuple[str, str]] = (),
+        *,
+        payload: str | None = None,
+    ) -> None:
+        self.name = name
+        self.opcode = opcode
+        self.parent: HloComputation | None = None
+        self.operands: list[HloInstruction] = list(operands)
+        self._users: dict[HloInstruction, None] = {}
+        self.control_predecessors: list[HloInstruction] = []
+        self.control_successors: list[HloInstruction] = []
+        self.called_computations: list[HloComputation] = []
+        if isinstance(shape, Shape):
+            self._shape: Shape | None = shape
+            self._shape_text: str | None = shape.to_text()
+        else:
+            self._shape = None
+            self._shape_text = shape
+        self._payload = payload
+        self._attrs: list[tuple[str, str]] | None = list(attributes)
+        self._attr_text: str | None = None
+        self._attr_offset = -1
+        self._lead = ""
+        self._text: str | None = None
+        self._percent = True
+        self._operand_shapes = False
+        self._cache: dict[str, object] | None = None
+        self.offset = -1
+        self.compact_gte_base: tuple[HloInstruction, tuple[int, ...]] | None = None
+        self.host: HloInstruction | None = None
+        for op in self.operands:
+            op._users[self] = None
+
+    # ----------------------------------------------------------------- basics
+    def __repr__(self) -> str:
+        return f"<HloInstruction {self.name} = {self.opcode}>"
+
+    @property
+    def users(self) -> list[HloInstruction]:
+        """Users in XLA's order: first use first, each user once."""
+        return list(self._users)
+
+    @property
+    def user_count(self) -> int:
+        return len(self._users)
+
+    def operand(self, i: int) -> HloInstruction:
+        return self.operands[i]
+
+    @property
+    def operand_count(self) -> int:
+        return len(self.operands)
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is not None and self.parent.root is self
+
+    def is_dead(self) -> bool:
+        """XLA's IsDead: no users and not the root."""
+        return not self._users and not self.is_root
+
+    def has_control_dependencies(self) -> bool:
+        return bool(self.control_predecessors or self.control_successors)
+
+    @property
+    def module(self) -> HloModule | None:
+        return self.parent.parent if self.parent is not None else None
+
+    # ----------------------------------------------------------------- shape
+    @property
+    def shape_text(self) -> str | None:
+        """The shape as written (None when the source omitted it)."""
+        return self._shape_text
+
+    @property
+    def shape(self) -> Shape:
+        """The result shape, decoded on first use."""
+        if self._shape is None:
+            if self._shape_text is None:
+                self._shape = _infer_shape(self)
+            else:
+                self._shape = parse_shape(self._shape_text)
+        return self._shape
+
+    def set_shape(self, shape: Shape) -> None:
+        self._shape = shape
+        self._shape_text = shape.to_text()
+        self.mark_changed()
+
+    # ------------------------------------------------------------ attributes
+    @property
+    def payload(self) -> str | None:
+        """Raw text inside the parentheses of `parameter(N)` / `constant(...)`."""
+        return self._payload
+
+    @property
+    def attributes(self) -> list[tuple[str, str]]:
+        """Ordered `(key, raw_value)` pairs, split from the source on first access."""
+        if self._attrs is None:
+            from ..text.attributes import split_attribute_text
+
+            self._attrs = split_attribute_text(self)
+        return self._attrs
+
+    def attr(self, key: str) -> str | None:
+        """Raw value of attribute `key`, or None if absent."""
+        if self._attrs is None and self._attr_text is not None and (key + "=") not in self._attr_text:
+            return None
+        for k, v in self.attributes:
+            if k == key:
+                return v
+        return None
+
+    def set_attr(self, key: str, raw_value: str | None) -> None:
+        """Set (or with None, delete) attribute `key`, keeping attribute order."""
+        attrs = list(self.attributes)
+        for i, (k, _) in enumerate(attrs):
+            if k == key:
+                if raw_value is None:
+                    del attrs[i]
+                else:
+                    attrs[i] = (key, raw_value)
+                break
+        else:
+            if raw_value is not None:
+                attrs.append((key, raw_value))
+        self._attrs = attrs
+        self._attr_text = None
+        self._cache = None
+        self.mark_changed()
+
+    def _decoded(self, key: str, decode):  # type: ignore[no-untyped-def]
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = {}
+        if key not in cache:
+            cache[key] = decode(self)
+        return cache[key]
+
+    # Typed accessors. Each decodes its raw attribute once and caches the result.
+    @property
+    def replica_groups(self) -> ReplicaGroups:
+        from ..text.attributes import decode_replica_groups
+
+        return self._decoded("replica_groups", decode_replica_groups)
+
+    @property
+    def dimensions(self) -> tuple[int, ...]:
+        from ..text.attributes import decode_dimensions
+
+        return self._decoded("dimensions", decode_dimensions)
+
+    @property
+    def all_gather_dimension(self) -> int:
+        dims = self.dimensions
+        if not dims:
+            from ..text.attributes import attribute_error
+
+            raise attribute_error(self, "dimensions", "all-gather needs dimensions={d}")
+        return dims[0]
+
+    @property
+    def channel_id(self) -> int | None:
+        from ..text.attributes import decode_channel_id
+
+        return self._decoded("channel_id", decode_channel_id)
+
+    @property
+    def use_global_device_ids(self) -> bool:
+        from ..text.attributes import decode_bool_attr
+
+        return self._decoded("use_global_device_ids", lambda i: decode_bool_attr(i, "use_global_device_ids"))
+
+    @property
+    def constrain_layout(self) -> bool:
+        from ..text.attributes import decode_bool_attr
+
+        return self._decoded("constrain_layout", lambda i: decode_bool_attr(i, "constrain_layout"))
+
+    @property
+    def custom_call_has_side_effect(self) -> bool:
+        from ..text.attributes import decode_bool_attr
+
+        return self._decoded(
+            "custom_call_has_side_effect", lambda i: decode_bool_attr(i, "custom_call_has_side_effect")
+        )
+
+    @property
+    def custom_call_target(self) -> str:
+        from ..text.attributes import decode_string_attr
+
+        return self._decoded("custom_call_target", lambda i: decode_string_attr(i, "custom_call_target"))
+
+    @property
+    def raw_backend_config(self) -> str:
+        """The backend config as XLA stores it: unescaped string, or a raw JSON dict verbatim."""
+        from ..text.attributes import decode_backend_config
+
+        return self._decoded("backend_config", decode_backend_config)
+
+    @property
+    def tuple_index(self) -> int:
+        from ..text.attributes import decode_int_attr
+
+        return self._decoded("index", lambda i: decode_int_attr(i, "index"))
+
+    @property
+    def parameter_number(self) -> int:
+        from ..text.attributes import decode_parameter_number
+
+        return self._decoded("parameter_number", decode_parameter_number)
+
+    @property
+    def slice_starts(self) -> tuple[int, ...]:
+        return self._slice()[0]
+
+    @property
+    def slice_limits(self) -> tuple[int, ...]:
+        return self._slice()[1]
+
+    @property
+    def slice_strides(self) -> tuple[int, ...]:
+        return self._slice()[2]
+
+    def _slice(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        from ..text.attributes import decode_slice
+
+        return self._decoded("slice", decode_slice)
+
+    @property
+    def frontend_attributes(self) -> dict[str, str]:
+        from ..text.attributes import decode_frontend_attributes
+
+        return self._decoded("frontend_attributes", decode_frontend_attributes)
+
+    # ---------------------------------------------------------- side effects
+    def has_side_effect_no_recurse(self) -> bool:
+        """XLA's HasSideEffectNoRecurse (xla-semantics §2)."""
+        op = self.opcode
+        if op in ALWAYS_SIDE_EFFECTING:
+            return True
+        if op in LAYOUT_CONSTRAINABLE_COLLECTIVES or op == "collective-permute":
+            if op != "collective-permute" and self.constrain_layout:
+                return True
+            if self.channel_id is None:
+                return False
+            module = self.module
+            return module is not None and not module.use_spmd_partitioning
+        if op == "custom-call":
+            return self.custom_call_has_side_effect
+        return False
+
+    def has_side_effect(self) -> bool:
+        """XLA's HasSideEffect: this op, or anything in a computation it calls."""
+        if self.has_side_effect_no_recurse():
+            return True
+        return any(c.has_side_effect() for c in self.called_computations)
+
+    # --------------------------------------------------------------- editing
+    def mark_changed(self) -> None:
+        """Forget the source text so the printer regenerates this line."""
+        self._text = None
+        if self.parent is not None:
+            self.parent.mark_changed()
+
+    def add_user(self, user: HloInstruction) -> None:
+        self._users[user] = None
+
+    def remove_user(self, user: HloInstruction) -> None:
+        self._users.pop(user, None)
+
+    def replace_operand_with(self, index: int, new_operand: HloInstruction) -> None:
+        """ReplaceOperandWith: shape-checked (CompatibleIgnoringFpPrecision) operand swap."""
+        old = self.operands[index]
+        if not shapes_compatible_ignoring_fp_precision(old.shape, new_operand.shape):
+            raise HloIrError(
+                f"RET_CHECK failure ShapeUtil::CompatibleIgnoringFpPrecision(old->shape(), "
+                f"new_operand->shape()) {old.shape.to_text()} is not compatible with "
+                f"{new_operand.shape.to_text()}"
+            )
+        self._replace_operand_unchecked(index, new_operand)
+
+    def _replace_operand_unchecked(self, index: int, new_operand: HloInstruction) -> None:
+        old = self.operands[index]
+        if old is new_operand:
+            return
+        self.operands[index] = new_operand
+        if self not in old.operands:
+            old._users.pop(self, None)
+        new_operand._users[self] = None
+        self.mark_changed()
+
+    def replace_all_uses_with(self, new_producer: HloInstruction, trigger: str = "") -> None:
+        """ReplaceAllUsesWith: shape check ignoring fp precision, then re-point every use."""
+        if not shapes_compatible_ignoring_fp_precision(self.shape, new_producer.shape):
+            message = (
+                "RET_CHECK failure ShapeUtil::CompatibleIgnoringFpPrecision(shape(), "
+                f"new_producer->shape()) The shape doesn't match when replacing '{self.name}' "
+                f"({self.shape.to_text()}) with '{new_producer.name}' ({new_producer.shape.to_text()})"
+            )
+            if trigger:
+                message += f". {trigger} triggered this wrong replacement."
+            raise HloIrError(message)
+        self.replace_all_uses_with_different_shape(new_producer)
+
+    def replace_all_uses_with_different_shape(self, new_producer: HloInstruction) -> None:
+        """Re-point users (not `new_producer` itself) and the root; control edges stay."""
+        new_was_user = False
+        for user in list(self._users):
+            if user is new_producer:
+                new_was_user = True
+                continue
+            ops = user.operands
+            for i, op in enumerate(ops):
+                if op is self:
+                    ops[i] = new_producer
+            new_producer._users[user] = None
+            user.mark_changed()
+            if user.opcode == "fusion":
+                user.parent_fusion_dedup()
+        self._users.clear()
+        if new_was_user:
+            self._users[new_producer] = None
+        parent = self.parent
+        if parent is not None and parent.root is self:
+            parent.set_root(new_producer, accept_different_shape=True)
+
+    def parent_fusion_dedup(self) -> None:
+        """DeduplicateFusionOperands: merge repeated operands of this fusion."""
+        from .computation import deduplicate_fusion_operands
+
+        deduplicate_fusion_operands(self)
+
+    def add_control_dependency_to(self, successor: HloInstruction) -> None:
+        if successor not in self.control_successors:
+            self.control_successors.append(successor)
+            successor.control_predecessors.append(self)
+            successor.mark_changed()
+
+    def detach(self) -> None:
+        """Drop this instruction's operand/user and control edges (used on removal)."""
+        for op in self.operands:
+            op._users.pop(self, None)
+        for pred in self.control_predecessors:
+            if self in pred.control_successors:
+                pred.control_successors.remove(self)
+        for succ in self.control_successors:
+            if self in succ.control_predecessors:
+                succ.control_predecessors.remove(self)
+                succ.mark_changed()
+
+    def clone_with_new_operands(
+        self, shape: Shape, new_operands: list[HloInstruction], suffix: str = ""
+    ) -> HloInstruction:
+        """CloneWithNewOperands: same opcode and every attribute; no parent, users or control deps.
+
+        The operand count may differ (custom-call and other variadic ops allow it).
+        """
+        attrs = [(k, v) for k, v in self.attributes if k != "control-predecessors"]
+        name = self.name + (f".{suffix}" if suffix else "")
+        clone = HloInstruction(name, self.opcode, shape, new_operands, attrs, payload=self._payload)
+        clone.called_computations = list(self.called_computations)
+        clone._percent = self._percent
+        clone._operand_shapes = self._operand_shapes
+        return clone
+
+    # ------------------------------------------------------------- identity
+    def identical(
+        self,
+        other: HloInstruction,
+        *,
+        layout_sensitive: bool = True,
+        sharding_sensitive: bool = False,
+        ignore_channel_id_values: bool = False,
+    ) -> bool:
+        """IdenticalInternal with pointer-equal operands and computations (xla-semantics §5)."""
+        from .identical import identical
+
+        return identical(
+            self,
+            other,
+            layout_sensitive=layout_sensitive,
+            sharding_sensitive=sharding_sensitive,
+            ignore_channel_id_values=ignore_channel_id_values,
+        )
+
+    # ------------------------------------------------------------- printing
+    def to_text(self) -> str:
+        """This instruction's line (without indentation), as written or regenerated."""
+        if self._text is not None:
+            return self._text
+        from ..text.printer import format_instruction
+
+        return format_instruction(self)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def called_computation_attrs(self) -> Iterator[tuple[str, str]]:
+        for k, v in self.attributes:
+            if k in CALLED_COMPUTATION_KEYS:
+                yield k, v
+
+
+def _infer_shape(inst: HloInstruction) -> Shape:
+    """Shape of an instruction written without one (hand-written tests), for simple ops."""
+    from .shape import PrimitiveType
+
+    op = inst.opcode
+    if op == "tuple":
+        return Shape.tuple_of([o.shape for o in inst.operands])
+    if op == "get-tuple-element" and inst.operands:
+        return inst.operands[0].shape.tuple_shapes[inst.tuple_index]
+    if op == "compare" and inst.operands:
+        base = inst.operands[0].shape
+        return Shape.array(PrimitiveType.PRED, base.dimensions, base.dynamic, base.layout)
+    if inst.operands and op not in ("broadcast", "reshape", "dot", "convolution", "reduce",
+                                    "concatenate", "slice", "pad", "transpose", "gather",
+                                    "scatter", "call", "while", "conditional", "sort", "map",
+                                    "reduce-window", "fft", "topk", "select-and-scatter"):
+        idx = 1 if op in ("select", "clamp") and len(inst.operands) > 1 else 0
+        return inst.operands[idx].shape
+    raise HloIrError(
+        f"instruction {inst.name!r} ({op}) was written without a shape and its shape "
+        "cannot be inferred here"
+    )
+
+
+__all__ = ["HloInstruction", "HloIrError", "shapes_equal"]

@@ -1,0 +1,473 @@
+"""The ``replica_groups=`` attribute (§8.6): parse all three text forms and
+materialise the device groups exactly as XLA does.
+
+* list ``{{0,1},{2,3}}`` (``CollectiveDeviceList``);
+* iota ``[G,S]<=[dims]T(perm)`` (``IotaReplicaGroupList``);
+* mesh axes ``mesh['x'=2,'y'=4] {'y'}`` / ``maximal_mesh[device_id=1] {}``
+  (``MeshAxesReplicaGroupList``, following ``replica_group.cc`` and
+  ``mesh_and_axis.cc``).
+
+Unlike XLA, whose ``operator==`` never equates different forms, two
+:class:`ReplicaGroups` are equal when they denote the same groups: dedup
+passes care about who communicates, not how it was spelled.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import Iterable, Literal
+
+from ..text.escape import UnescapeError, c_unescape
+
+__all__ = ["ReplicaGroups", "ReplicaGroupsError", "parse_replica_groups"]
+
+Kind = Literal["list", "iota", "mesh"]
+Groups = tuple[tuple[int, ...], ...]
+
+
+class ReplicaGroupsError(ValueError):
+    """Malformed or invalid replica groups; ``offset`` indexes the text when known."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message, offset)
+        self.message = message
+        self.offset = offset
+
+    def __str__(self) -> str:
+        return self.message if self.offset is None else f"{self.message} (at offset {self.offset})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ReplicaGroups:
+    """Materialised replica groups plus the text they came from.
+
+    ``raw`` is the exact parsed text (None when built from groups) so printing
+    can reproduce the source form; ``kind`` records which form it was.
+    """
+
+    groups: Groups
+    raw: str | None = None
+    kind: Kind = "list"
+
+    @staticmethod
+    def parse(text: str) -> ReplicaGroups:
+        """Parse any of the three forms (memoised; see :func:`parse_replica_groups`)."""
+        return parse_replica_groups(text)
+
+    @staticmethod
+    def from_groups(groups: Iterable[Iterable[int]]) -> ReplicaGroups:
+        return ReplicaGroups(tuple(tuple(int(i) for i in g) for g in groups))
+
+    @property
+    def is_empty(self) -> bool:
+        """``{}``: XLA's shorthand for one group of all participants."""
+        return not self.groups
+
+    def to_text(self) -> str:
+        """The parsed text if any, else XLA's list form ``{{0,1},{2,3}}``."""
+        if self.raw is not None:
+            return self.raw
+        return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in self.groups) + "}"
+
+    def group_size(self, total_devices: int | None = None) -> int:
+        """Devices per group: all ``total_devices`` when empty, else the size of
+        the first group (XLA's ``num_devices_per_group``)."""
+        if self.groups:
+            return len(self.groups[0])
+        if total_devices is None:
+            raise ValueError("empty replica groups mean all devices; pass total_devices")
+        return total_devices
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ReplicaGroups):
+            return NotImplemented
+        return self.groups == other.groups
+
+    def __hash__(self) -> int:
+        return hash(self.groups)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_replica_groups(text: str) -> ReplicaGroups:
+    """Parse a ``replica_groups=`` value; memoised because modules repeat the
+    same few values on every collective. Raises :class:`ReplicaGroupsError`."""
+    p = _Parser(text)
+    groups, kind = p.value()
+    p.skip()
+    if p.pos != len(text):
+        raise p.error(f"unexpected text after replica groups: {p.describe()}")
+    return ReplicaGroups(groups, text, kind)
+
+
+# ----------------------------------------------------------------------------
+# Materialisation
+# ----------------------------------------------------------------------------
+
+
+def iota_transposed(reshape_dims: tuple[int, ...], perm: tuple[int, ...]) -> list[int]:
+    """``iota(N)`` reshaped to ``reshape_dims``, transposed by ``perm``, flattened."""
+    strides = [1] * len(reshape_dims)
+    for d in range(len(reshape_dims) - 2, -1, -1):
+        strides[d] = strides[d + 1] * reshape_dims[d + 1]
+    values = [0]
+    for axis in perm:
+        stride, size = strides[axis], reshape_dims[axis]
+        values = [base + i * stride for base in values for i in range(size)]
+    return values
+
+
+def _chunk(flat: list[int], size: int, count: int) -> Groups:
+    return tuple(tuple(flat[i * size : (i + 1) * size]) for i in range(count))
+
+
+@dataclass(frozen=True, slots=True)
+class _AxisRef:
+    index: int
+    pre_size: int = 1
+    size: int | None = None  # None: the whole axis
+
+    @property
+    def is_sub_axis(self) -> bool:
+        return self.size is not None
+
+
+def _validate_axis_refs(refs: list[_AxisRef], sizes: tuple[int, ...], names: list[str]) -> None:
+    """``ValidateSpanOfAxes``: valid sub-axes, no overlap, no mergeable neighbours."""
+
+    def show(r: _AxisRef) -> str:
+        return names[r.index] + (f":({r.pre_size}){r.size}" if r.size is not None else "")
+
+    for r in refs:
+        if r.size is None:
+            continue
+        full = sizes[r.index]
+        if r.pre_size < 1 or r.size < 2:
+            raise ReplicaGroupsError(f"invalid sub-axis {show(r)}: needs pre-size >= 1 and size > 1")
+        if full % (r.pre_size * r.size):
+            raise ReplicaGroupsError(f"sub-axis {show(r)} does not divide axis size {full}")
+        if r.size >= full:
+            raise ReplicaGroupsError(f"sub-axis {show(r)} is not smaller than axis size {full}")
+    for i, a in enumerate(refs):
+        for b in refs[i + 1 :]:
+            if a.index != b.index:
+                continue
+            if a.size is None or b.size is None:
+                raise ReplicaGroupsError(f"axes overlap: {show(a)}, {show(b)}")
+            a_next, b_next = a.pre_size * a.size, b.pre_size * b.size
+            if a_next > b.pre_size and b_next > a.pre_size:
+                raise ReplicaGroupsError(f"axes overlap: {show(a)}, {show(b)}")
+            if max(a.pre_size, b.pre_size) % min(a_next, b_next):
+                raise ReplicaGroupsError(f"axes cannot coexist: {show(a)}, {show(b)}")
+    for a, b in zip(refs, refs[1:]):
+        if a.index == b.index and a.size is not None and b.size is not None and a.pre_size * a.size == b.pre_size:
+            raise ReplicaGroupsError(f"adjacent axes can be merged: {show(a)}, {show(b)}")
+
+
+def _mesh_groups(sizes: tuple[int, ...], devices: list[int], refs: list[_AxisRef]) -> Groups:
+    """``MeshAxesReplicaGroupList::flattened_replica_groups``.
+
+    Each mesh axis named in ``refs`` is split so every referenced (sub-)axis is
+    its own dimension; the device array is reshaped to that, the grouped
+    dimensions are moved last (in ``refs`` order), and consecutive runs of
+    ``group size`` devices are the groups.
+    """
+    by_axis: dict[int, list[_AxisRef]] = {}
+    for r in refs:
+        by_axis.setdefault(r.index, []).append(r)
+    split: dict[int, tuple[list[int], list[int]]] = {}  # axis -> (reshape dims, grouped dims)
+    for axis, axis_refs in by_axis.items():
+        full = sizes[axis]
+        if len(axis_refs) == 1:
+            r = axis_refs[0]
+            if r.size is None:
+                split[axis] = ([full], [0])
+            else:
+                split[axis] = ([r.pre_size, r.size, full // (r.pre_size * r.size)], [1])
+            continue
+        order = sorted(range(len(axis_refs)), key=lambda i: axis_refs[i].pre_size)
+        dims: list[int] = []
+        grouped_sorted: list[int] = []
+        prefix = 1
+        for i in order:
+            r = axis_refs[i]
+            if r.pre_size != prefix:
+                dims.append(r.pre_size // prefix)
+                prefix *= dims[-1]
+            assert r.size is not None
+            grouped_sorted.append(len(dims))
+            dims.append(r.size)
+            prefix *= r.size
+        if prefix != full:
+            dims.append(full // prefix)
+        grouped = [0] * len(axis_refs)
+        for rank, i in enumerate(order):
+            grouped[i] = grouped_sorted[rank]
+        split[axis] = (dims, grouped)
+
+    new_dims: list[int] = []
+    offsets: list[int] = []
+    for axis, size in enumerate(sizes):
+        offsets.append(len(new_dims))
+        new_dims.extend(split[axis][0] if axis in split else [size])
+    consumed: dict[int, int] = {}
+    grouped_dims: list[int] = []
+    for r in refs:
+        k = consumed.get(r.index, 0)
+        consumed[r.index] = k + 1
+        grouped_dims.append(split[r.index][1][k] + offsets[r.index])
+    perm = [d for d in range(len(new_dims)) if d not in grouped_dims] + grouped_dims
+
+    order = iota_transposed(tuple(new_dims), tuple(perm))
+    flat = [devices[i] for i in order]
+    group_size = math.prod((r.size if r.size is not None else sizes[r.index]) for r in refs)
+    return _chunk(flat, group_size, len(flat) // group_size)
+
+
+# ----------------------------------------------------------------------------
+# Parsing
+# ----------------------------------------------------------------------------
+
+_SKIP_RE = re.compile(r"(?:[ \t\r\n]+|/\*.*?\*/|//[^\n]*)*", re.S)
+_INT_RE = re.compile(r"-?[0-9]+")
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_STRING_RE = re.compile(r"\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)'")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class _Parser:
+    __slots__ = ("text", "pos")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def error(self, message: str, offset: int | None = None) -> ReplicaGroupsError:
+        return ReplicaGroupsError(message, self.pos if offset is None else offset)
+
+    def describe(self) -> str:
+        return "end of text" if self.pos >= len(self.text) else repr(self.text[self.pos : self.pos + 12])
+
+    def skip(self) -> None:
+        self.pos = _SKIP_RE.match(self.text, self.pos).end()  # type: ignore[union-attr]
+
+    def eat(self, token: str) -> bool:
+        self.skip()
+        if self.text.startswith(token, self.pos):
+            self.pos += len(token)
+            return True
+        return False
+
+    def expect(self, token: str, context: str) -> None:
+        if not self.eat(token):
+            raise self.error(f"expected '{token}' {context}, found {self.describe()}")
+
+    def integer(self, context: str) -> int:
+        self.skip()
+        m = _INT_RE.match(self.text, self.pos)
+        if m is None:
+            raise self.error(f"expected an integer {context}, found {self.describe()}")
+        value = int(m.group())
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise self.error(f"integer {m.group()} does not fit in int64")
+        self.pos = m.end()
+        return value
+
+    def int_list(self, open_: str, close: str, context: str) -> tuple[int, ...]:
+        self.expect(open_, f"to start {context}")
+        if self.eat(close):
+            return ()
+        items = [self.integer(f"in {context}")]
+        while self.eat(","):
+            items.append(self.integer(f"in {context}"))
+        self.expect(close, f"to end {context}")
+        return tuple(items)
+
+    def ident(self) -> str | None:
+        self.skip()
+        m = _IDENT_RE.match(self.text, self.pos)
+        return None if m is None else m.group()
+
+    def value(self) -> tuple[Groups, Kind]:
+        self.skip()
+        if self.text.startswith("{", self.pos):
+            return self.list_form(), "list"
+        if self.text.startswith("[", self.pos):
+            return self.iota_form(), "iota"
+        word = self.ident()
+        if word in ("mesh", "maximal_mesh"):
+            return self.mesh_form(word), "mesh"
+        raise self.error(f"expected '{{', '[' or a mesh, found {self.describe()}")
+
+    def list_form(self) -> Groups:
+        self.expect("{", "to start replica groups")
+        if self.eat("}"):
+            return ()
+        groups = [self.int_list("{", "}", "replica group")]
+        while self.eat(","):
+            groups.append(self.int_list("{", "}", "replica group"))
+        self.expect("}", "to end replica groups")
+        return tuple(groups)
+
+    def iota_array(self, context: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``[reshape_dims]`` then ``T(perm)``, which XLA requires for 2+ dims."""
+        start = self.pos
+        dims = self.int_list("[", "]", f"{context} reshape dims")
+        if not dims:
+            raise self.error(f"{context} reshape dims must not be empty", start)
+        if any(d < 0 for d in dims):
+            raise self.error(f"{context} reshape dims must be >= 0", start)
+        if len(dims) == 1:
+            return dims, (0,)
+        if self.ident() != "T":
+            raise self.error(f"expected 'T(' after {context} reshape dims with more than one entry")
+        self.pos += 1
+        perm_start = self.pos
+        perm = self.int_list("(", ")", f"{context} transpose permutation")
+        if sorted(perm) != list(range(len(dims))):
+            raise self.error(f"{context} transpose {perm} is not a permutation of the reshape dims", perm_start)
+        return dims, perm
+
+    def iota_form(self) -> Groups:
+        start = self.pos
+        shape = self.int_list("[", "]", "iota group shape")
+        if len(shape) != 2 or min(shape) < 0:
+            raise self.error("iota replica groups need exactly [num_groups,group_size] >= 0", start)
+        self.expect("<=", "after iota group shape")
+        dims, perm = self.iota_array("iota")
+        if math.prod(dims) != shape[0] * shape[1]:
+            raise self.error(
+                f"iota reshape dims {list(dims)} hold {math.prod(dims)} devices, "
+                f"not {shape[0]}x{shape[1]}",
+                start,
+            )
+        return _chunk(iota_transposed(dims, perm), shape[1], shape[0])
+
+    def name(self, context: str) -> str:
+        """A quoted (escaped) or bare axis name."""
+        self.skip()
+        start = self.pos
+        m = _STRING_RE.match(self.text, self.pos)
+        if m is not None:
+            self.pos = m.end()
+            body = m.group(1) if m.group(1) is not None else m.group(2)
+            try:
+                return c_unescape(body)
+            except UnescapeError as e:
+                raise self.error(f"bad escape in {context}: {e.message}", start + 1 + e.offset) from None
+        word = self.ident()
+        if word is None:
+            raise self.error(f"expected {context}, found {self.describe()}")
+        self.pos += len(word)
+        return word
+
+    def mesh_form(self, word: str) -> Groups:
+        start = self.pos
+        self.pos += len(word)
+        self.expect("[", f"after {word}")
+        if word == "maximal_mesh":
+            if self.ident() != "device_id":
+                raise self.error("expected device_id= in maximal_mesh")
+            self.pos += len("device_id")
+            self.expect("=", "after device_id")
+            device = self.integer("as device_id")
+            self.expect("]", "to end maximal_mesh")
+            names: list[str] = []
+            sizes: tuple[int, ...] = ()
+            devices = [device]
+        else:
+            names, axis_sizes = [], []
+            if not self.eat("]"):
+                while True:
+                    names.append(self.name("a mesh axis name"))
+                    self.expect("=", "after mesh axis name")
+                    size_at = self.pos
+                    axis_sizes.append(self.integer("as mesh axis size"))
+                    if axis_sizes[-1] <= 0:
+                        raise self.error("mesh axis sizes must be positive", size_at)
+                    if not self.eat(","):
+                        break
+                self.expect("]", "to end mesh axes")
+            if not names:
+                raise self.error("a mesh must have at least one axis", start)
+            if len(set(names)) != len(names):
+                raise self.error(f"mesh has duplicate axis names: {names}", start)
+            sizes = tuple(axis_sizes)
+            devices = self.device_ids(math.prod(sizes))
+        refs = self.axis_refs(names)
+        _validate_axis_refs(refs, sizes, names)
+        return _mesh_groups(sizes, devices, refs)
+
+    def device_ids(self, total: int) -> list[int]:
+        """Optional ``, device_ids=(...)``: iota ``[dims]T(perm)`` or an explicit list."""
+        self.skip()
+        mark = self.pos
+        if not self.eat(","):
+            return list(range(total))
+        if self.ident() != "device_ids":
+            raise self.error("expected device_ids= after ',' in mesh", mark)
+        self.pos += len("device_ids")
+        self.expect("=", "after device_ids")
+        self.expect("(", "to start device_ids")
+        start = self.pos
+        self.skip()
+        if self.text.startswith("[", self.pos):
+            dims, perm = self.iota_array("device_ids")
+            self.expect(")", "to end device_ids")
+            if math.prod(dims) != total:
+                raise self.error(f"device_ids iota holds {math.prod(dims)} devices, mesh has {total}", start)
+            return iota_transposed(dims, perm)
+        ids: list[int] = []
+        if not self.eat(")"):
+            ids.append(self.integer("in device_ids"))
+            while self.eat(","):
+                ids.append(self.integer("in device_ids"))
+            self.expect(")", "to end device_ids")
+        if len(ids) != total:
+            raise self.error(f"mesh has {total} devices but device_ids lists {len(ids)}", start)
+        if sorted(ids) != list(range(total)):
+            raise self.error("device_ids must be a permutation of 0..N-1", start)
+        if ids == list(range(total)):
+            raise self.error("explicit device_ids must not be the identity (XLA rejects it)", start)
+        return ids
+
+    def axis_refs(self, names: list[str]) -> list[_AxisRef]:
+        self.expect("{", "to start the grouped mesh axes")
+        refs: list[_AxisRef] = []
+        if self.eat("}"):
+            return refs
+        while True:
+            refs.append(self.axis_ref(names))
+            if not self.eat(","):
+                break
+        self.expect("}", "to end the grouped mesh axes")
+        return refs
+
+    def axis_ref(self, names: list[str]) -> _AxisRef:
+        self.skip()
+        start = self.pos
+        m = _INT_RE.match(self.text, self.pos)
+        if m is not None:
+            self.pos = m.end()
+            token = m.group()
+        else:
+            token = self.name("a mesh axis reference")
+        if token in names:
+            index = names.index(token)
+        elif token.isdigit() and int(token) < len(names):
+            index = int(token)
+        else:
+            raise self.error(f"unknown mesh axis {token!r}", start)
+        colon = self.eat(":")
+        if not self.eat("("):
+            if colon:
+                raise self.error("expected '(' after ':' in a sub-axis")
+            return _AxisRef(index)
+        pre_size = self.integer("as sub-axis pre-size")
+        self.expect(")", "after sub-axis pre-size")
+        return _AxisRef(index, pre_size, self.integer("as sub-axis size"))

@@ -1,0 +1,192 @@
+"""`dce`: XLA's HloDCE (newest algorithm, default constructor), xla-semantics §1.
+
+Removes instructions that are dead (no users, not the root) and safe to remove, then
+their operands as they become dead, prunes unused multi-output-fusion outputs and dead
+fusion parameters, and deletes computations no surviving instruction calls.
+Side-effecting instructions stay (the cross-partition-collective flag is off, as in the
+default `HloDCE()` both Neuron passes construct).
+
+Order note: XLA walks each computation in reverse post order and removes as it goes.
+We visit only the instructions that are dead when the walk starts, in reverse text
+order (users before operands for parsed text), and remove transitively from each; with
+the default flags no side-effecting instruction is ever removable, so the removed set is
+the same and the walk does not need a post order of live code.
+"""
+
+from __future__ import annotations
+
+from ..ir.computation import HloComputation
+from ..ir.instruction import HloInstruction
+from ..ir.module import HloModule
+from .pass_base import HloPass, PassResult
+
+#: Frontend attribute keys that pin an instruction (HasDisableWhileLoopDceAttr).
+_DISABLE_DCE_KEYS = (
+    "xla_disable_while_loop_dce",
+    "xla.disable_while_loop_dce",
+    "xla_preserve_tuple_indices",
+    "xla.preserve_tuple_indices",
+)
+_TRUE_STRINGS = frozenset({"true", "1", "yes"})
+
+
+class HloDCE(HloPass):
+    """Dead code elimination with XLA HloDCE semantics."""
+
+    name = "dce"
+    source_file = "hlo_dce.cc"
+
+    def run_on_module(self, module: HloModule) -> PassResult:
+        return PassResult(self.name, run_dce(module))
+
+
+def run_dce(module: HloModule) -> bool:
+    """Run HloDCE over `module`; returns XLA's `changed` (§1.9)."""
+    entry = module.entry
+    if entry is None:
+        return False
+    to_remove = {c for c in module.computations if c is not entry}
+    stack = [entry]
+    changed = False
+    while stack:
+        comp = stack.pop()
+        changed |= _run_on_computation(comp)
+        for inst in comp._instructions:
+            for callee in inst.called_computations:
+                if callee in to_remove:
+                    to_remove.discard(callee)
+                    stack.append(callee)
+    for comp in module.computations:
+        if comp in to_remove:
+            module.remove_computation(comp)
+            changed = True
+    return changed
+
+
+def _run_on_computation(comp: HloComputation) -> bool:
+    changed = _remove_multi_output_fusion_unused_outputs(comp)
+    changed |= _remove_dead_roots(comp)
+    changed |= _remove_dead_parameters(comp)
+    return changed
+
+
+def _frontend_true(inst: HloInstruction, keys: tuple[str, ...]) -> bool:
+    if inst.attr("frontend_attributes") is None:
+        return False
+    attrs = inst.frontend_attributes
+    return any(attrs.get(k, "").lower() in _TRUE_STRINGS for k in keys)
+
+
+def _async_chain_start(inst: HloInstruction) -> HloInstruction:
+    node = inst
+    while node.opcode in ("async-update", "async-done") and node.operands:
+        node = node.operands[0]
+    return node
+
+
+def _allow_side_effecting_attr(inst: HloInstruction, value: str) -> bool:
+    for node in {inst, _async_chain_start(inst)}:
+        if node.attr("frontend_attributes") is not None:
+            if node.frontend_attributes.get("xla_allow_dce_side_effecting_op") == value:
+                return True
+    return False
+
+
+def can_remove_instruction(inst: HloInstruction) -> bool:
+    """CanRemoveInstruction (§1.4) with the default HloDCE flags."""
+    comp = inst.parent
+    if comp is None or not inst.is_dead():
+        return False
+    if _frontend_true(inst, _DISABLE_DCE_KEYS):
+        return False
+    if not comp.is_safely_removable(inst):
+        return False
+    if inst.opcode == "parameter":
+        return False
+    if inst.opcode == "custom-call" and inst.operands and inst.custom_call_target == "Sharding":
+        operand = inst.operands[0]
+        if operand.is_root or operand.opcode == "parameter" or operand.user_count != 1:
+            return False
+    if _allow_side_effecting_attr(inst, "false"):
+        return False
+    if inst.has_side_effect():
+        is_async = inst.opcode.startswith("async-") or inst.opcode.endswith(("-start", "-done"))
+        allow_custom_call = (
+            (inst.opcode == "custom-call" and inst.custom_call_target == "tpu_custom_call") or is_async
+        ) and _allow_side_effecting_attr(inst, "true")
+        return allow_custom_call
+    return True
+
+
+def _remove_dead_roots(comp: HloComputation) -> bool:
+    root = comp.root
+    candidates = [i for i in comp._instructions if not i._users and i is not root]
+    if not candidates:
+        return False
+    changed = False
+    for inst in reversed(candidates):
+        if inst.parent is comp and can_remove_instruction(inst):
+            comp.remove_instruction_and_unused_operands(inst)
+            changed = True
+    return changed
+
+
+def _remove_dead_parameters(comp: HloComputation) -> bool:
+    if comp.fusion_instruction is None:
+        return False  # entry parameters stay; others need call analysis (off by default)
+    before = comp.num_parameters
+    for param in reversed(list(comp.parameters)):
+        if param.parent is comp and param.is_dead() and comp.is_safely_removable(param):
+            comp.remove_instruction_and_unused_operands(param)
+    return comp.num_parameters < before
+
+
+def _remove_multi_output_fusion_unused_outputs(comp: HloComputation) -> bool:
+    """§1.7: shrink a multi-output fusion to the outputs its GTE users read."""
+    fusion = comp.fusion_instruction
+    if fusion is None or fusion.parent is None:
+        return False
+    root = comp.root
+    if root is None or root.opcode != "tuple" or root.attr("sharding") is not None:
+        return False
+    if (
+        fusion.attr("output_to_operand_aliasing") is not None
+        or fusion.has_control_dependencies()
+        or fusion.attr("kind") == "kCustom"
+        or fusion.is_root
+        or not fusion.user_count
+        or any(u.opcode != "get-tuple-element" for u in fusion.users)
+    ):
+        return False
+    used = {u.tuple_index for u in fusion.users}
+    used |= {i for i, op in enumerate(root.operands) if op.has_side_effect()}
+    if len(used) == len(root.operands):
+        return False
+    kept = sorted(used)
+    kept_shapes = [fusion.shape.tuple_shapes[i] for i in kept]
+    from ..ir.shape import Shape
+
+    if len(kept) == 1:
+        caller = fusion.parent
+        for gte in fusion.users:
+            # ReplaceInstruction(gte, fusion, relay_control_dependency=true)
+            for succ in list(gte.control_successors):
+                fusion.add_control_dependency_to(succ)
+            for pred in list(gte.control_predecessors):
+                pred.add_control_dependency_to(fusion)
+            gte.replace_all_uses_with_different_shape(fusion)
+            caller._force_remove(gte)
+        fusion.set_shape(kept_shapes[0])
+        root.replace_all_uses_with_different_shape(root.operands[kept[0]])
+    else:
+        rank = {old: new for new, old in enumerate(kept)}
+        for gte in fusion.users:
+            gte.set_attr("index", str(rank[gte.tuple_index]))
+        fusion.set_shape(Shape.tuple_of(kept_shapes))
+        new_root = HloInstruction(
+            root.name, "tuple", Shape.tuple_of(kept_shapes), [root.operands[i] for i in kept]
+        )
+        comp.add_instruction(new_root)
+        root.replace_all_uses_with_different_shape(new_root)
+    comp._sig = False
+    return True

@@ -1,0 +1,53 @@
+"""Run passes in order, as HloPassPipeline does: stop at the first error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..ir.module import HloModule
+from .pass_base import HloPass, PassResult
+from .registry import create_pass
+
+
+@dataclass
+class PipelineResult:
+    """What a pipeline did: `changed` if any pass changed the module, per-pass results."""
+
+    changed: bool
+    passes: list[PassResult] = field(default_factory=list)
+
+    @property
+    def folds(self) -> list:
+        return [f for p in self.passes for f in p.folds]
+
+    @property
+    def hazards(self) -> list:
+        return [h for p in self.passes for h in p.hazards]
+
+
+class Pipeline:
+    """A sequence of passes (HloPassPipeline without invariant checkers, like hlo-opt)."""
+
+    def __init__(self, passes: Sequence[HloPass], name: str = "transforms_pipeline") -> None:
+        self.passes = list(passes)
+        self.name = name
+
+    @classmethod
+    def from_names(cls, names: Sequence[str], *, strict: bool = False) -> Pipeline:
+        return cls([create_pass(n, strict=strict) for n in names])
+
+    def run(
+        self,
+        module: HloModule,
+        *,
+        after_pass: Callable[[HloPass, PassResult], None] | None = None,
+    ) -> PipelineResult:
+        result = PipelineResult(False)
+        for p in self.passes:
+            pass_result = p.run_with_result(module)
+            result.passes.append(pass_result)
+            result.changed |= pass_result.changed
+            if after_pass is not None:
+                after_pass(p, pass_result)
+        return result

@@ -1,0 +1,168 @@
+"""`neuron-preprocess-kernel-duplicate-remover`: neuronx-cc pass #76, as specified.
+
+NeuronPreprocessKernelDuplicateRemover (spec: shared/spec/dedup-passes.txt, second half).
+The first `AwsNeuronCustomNativeKernel` custom-call with the flash-attention preprocess
+fingerprint is canonical; its raw backend config is the dedup key. Every other kernel
+whose inner kernel (reached by a fixed operand(0) descent) carries that exact config is
+replaced by a clone of the canonical kernel on the duplicate's operands, with the
+canonical q/kv slices substituted where the duplicate feeds an identical reshape.
+HloDCE then always runs (once a canonical kernel exists), while `changed` reports only
+rewrites.
+
+Choices where the spec leaves room (README "Semantics"):
+* Where the C++ descent would index past an operand list, the kernel does not match.
+* q/kv order: the slice with the lexicographically smaller `slice_starts` is q. The two
+  substitutions pair each reshape with its own slice, so the order changes only which
+  RET_CHECK reports a malformed pair first.
+* All checks (the four RET_CHECKs and every ReplaceAllUsesWith shape check) run before
+  the first rewrite, so a failing pass leaves the module exactly as it was.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ..ir.instruction import HloInstruction
+from ..ir.module import HloModule
+from ..ir.shape import byte_size, shapes_compatible_ignoring_fp_precision
+from .dce import run_dce
+from .pass_base import HloPass, PassError, PassResult, ret_check_failure
+from .records import FoldRecord
+
+KERNEL_TARGET = "AwsNeuronCustomNativeKernel"
+_CC_FILE = "hilo/hlo_passes/neuron_preprocess_kernel_duplicate_remover.cc"
+
+
+def _ret_check(ok: bool, condition: str, detail: str = "") -> None:
+    if not ok:
+        frame = inspect.currentframe()
+        line = frame.f_back.f_lineno if frame is not None and frame.f_back is not None else 0
+        raise ret_check_failure(_CC_FILE, line, condition, detail)
+
+
+def _is_kernel(inst: HloInstruction) -> bool:
+    return inst.opcode == "custom-call" and inst.custom_call_target == KERNEL_TARGET
+
+
+def find_first_preprocess_kernel(module: HloModule) -> HloInstruction | None:
+    """FindFirstPreprocessKernel: first kernel with one rank-3 [1,...] operand whose result
+    doubles the operand's trailing dimension."""
+    for comp in module.computations:
+        for inst in comp._instructions:
+            if inst.opcode != "custom-call" or inst.operand_count != 1 or not _is_kernel(inst):
+                continue
+            op_shape = inst.operands[0].shape
+            out = inst.shape
+            if not op_shape.is_array or op_shape.rank != 3 or op_shape.dimensions[0] != 1:
+                continue
+            if not out.is_array or out.rank < 3:
+                continue  # the C++ would read past the dimension array
+            if 2 * op_shape.dimensions[2] != out.dimensions[2]:
+                continue
+            return inst
+    return None
+
+
+def _operand0(inst: HloInstruction | None) -> HloInstruction | None:
+    """operand(0), or None where the C++ would read out of bounds."""
+    if inst is None or not inst.operands:
+        return None
+    return inst.operands[0]
+
+
+def is_flash_attention_kernel(inst: HloInstruction, name: str) -> bool:
+    """IsFlashAttentionKernel: an outer kernel (not the canonical config) with >= 8
+    operands whose fixed operand(0) descent reaches an inner kernel configured `name`."""
+    if inst.opcode != "custom-call" or not _is_kernel(inst):
+        return False
+    if inst.raw_backend_config == name:
+        return False
+    n = inst.operand_count
+    if n <= 7:
+        return False
+    o: HloInstruction | None = inst.operands[n - 1]
+    if not o.operands:
+        return False
+    o = _operand0(_operand0(o))
+    if o is None or not o.operands:
+        return False
+    o = _operand0(_operand0(_operand0(o)))
+    if o is None or o.opcode != "custom-call":
+        return False
+    inner = _operand0(_operand0(_operand0(o)))
+    if inner is None:
+        return False
+    return inner.raw_backend_config == name
+
+
+class NeuronPreprocessKernelDuplicateRemover(HloPass):
+    """Rewrite duplicate flash-attention preprocess kernels onto clones of the first."""
+
+    name = "neuron-preprocess-kernel-duplicate-remover"
+    source_file = "neuron_preprocess_kernel_duplicate_remover.cc"
+
+    def run_on_module(self, module: HloModule) -> PassResult:
+        first = find_first_preprocess_kernel(module)
+        if first is None:
+            return PassResult(self.name, False)
+        name = first.raw_backend_config
+        _ret_check(first.user_count == 2, "first->user_count() == 2",
+                   f"({first.name} has {first.user_count} users)")
+        u0, u1 = first.users
+        _ret_check(
+            u0.opcode == "slice" and u1.opcode == "slice",
+            "first->users()[0]->opcode() == HloOpcode::kSlice && "
+            "first->users()[1]->opcode() == HloOpcode::kSlice",
+            f"(users are {u0.opcode} {u0.name} and {u1.opcode} {u1.name})",
+        )
+        q_slice, kv_slice = (u0, u1) if u0.slice_starts <= u1.slice_starts else (u1, u0)
+        _ret_check(
+            q_slice.user_count == 1 and q_slice.users[0].opcode == "reshape",
+            "q_slice->user_count() == 1 && q_slice->users()[0]->opcode() == HloOpcode::kReshape",
+            f"({q_slice.name})",
+        )
+        _ret_check(
+            kv_slice.user_count == 1 and kv_slice.users[0].opcode == "reshape",
+            "kv_slice->user_count() == 1 && kv_slice->users()[0]->opcode() == HloOpcode::kReshape",
+            f"({kv_slice.name})",
+        )
+        q_reshape = q_slice.users[0]
+        kv_reshape = kv_slice.users[0]
+
+        matches = [
+            inst
+            for comp in module.computations
+            for inst in list(comp._instructions)
+            if is_flash_attention_kernel(inst, name)
+        ]
+        for inst in matches:
+            if not shapes_compatible_ignoring_fp_precision(inst.shape, first.shape):
+                raise PassError(
+                    "RET_CHECK failure ShapeUtil::CompatibleIgnoringFpPrecision(shape(), "
+                    f"new_producer->shape()) The shape doesn't match when replacing "
+                    f"'{inst.name}' ({inst.shape.to_text()}) with a clone of '{first.name}' "
+                    f"({first.shape.to_text()})"
+                )
+
+        folds: list[FoldRecord] = []
+        for inst in matches:
+            comp = inst.parent
+            assert comp is not None
+            n = inst.operand_count
+            ops = list(inst.operands)
+            if ops[n - 2].identical(q_reshape, layout_sensitive=True):
+                ops[n - 2] = q_slice
+            if ops[n - 1].identical(kv_reshape, layout_sensitive=True):
+                ops[n - 1] = kv_slice
+            clone = comp.add_instruction(first.clone_with_new_operands(first.shape, ops))
+            removed_name = inst.name
+            inst.replace_all_uses_with(clone)
+            folds.append(
+                FoldRecord(self.name, comp.name, first.name, removed_name,
+                           {"backend_config": name}, byte_size(inst.shape), 0, clone.name)
+            )
+        run_dce(module)
+        logger = self.logger
+        if logger.isEnabledFor(18):
+            logger.log(18, "NeuronPreprocessKernelDuplicateRemover pass complete")
+        return PassResult(self.name, bool(folds), folds)

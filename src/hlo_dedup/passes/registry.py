@@ -1,0 +1,43 @@
+"""The one place pass names map to pass classes (as hlo-opt's RegisterPass does)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .all_gather_duplicate_remover import NeuronAllGatherDuplicateRemover
+from .dce import HloDCE
+from .pass_base import HloPass
+from .preprocess_kernel_duplicate_remover import NeuronPreprocessKernelDuplicateRemover
+
+_PASSES: dict[str, type[HloPass]] = {
+    cls.name: cls
+    for cls in (HloDCE, NeuronAllGatherDuplicateRemover, NeuronPreprocessKernelDuplicateRemover)
+}
+
+#: neuronx-cc registry order: #76 then #106.
+DEFAULT_PIPELINE: tuple[str, ...] = (
+    NeuronPreprocessKernelDuplicateRemover.name,
+    NeuronAllGatherDuplicateRemover.name,
+)
+
+#: C++ source stems, for `--vmodule`.
+PASS_SOURCE_FILES: tuple[str, ...] = tuple(
+    cls.source_file.removesuffix(".cc") for cls in _PASSES.values()
+)
+
+
+def pass_names() -> list[str]:
+    """Registered names, sorted as hlo-opt's --list-passes prints them."""
+    return sorted(_PASSES)
+
+
+def create_pass(name: str, *, strict: bool = False) -> HloPass:
+    """Instantiate the pass registered as `name`; KeyError lists the known names."""
+    cls = _PASSES.get(name)
+    if cls is None:
+        raise KeyError(f"Pass {name} not found. Known passes: {', '.join(pass_names())}")
+    factory: Callable[[], HloPass]
+    if cls is NeuronAllGatherDuplicateRemover:
+        return NeuronAllGatherDuplicateRemover(strict=strict)
+    factory = cls
+    return factory()

@@ -1,0 +1,619 @@
+"""HLO text → IR.
+
+Two readers share one output. The line fast path reads an instruction that XLA printed
+on one line with a single regular-expression match and defers everything it can
+(attributes stay one raw string, shapes stay text). Anything it is not sure about —
+hand-written wrapping, old operand shapes, nested instructions, compact GTEs, odd
+literals — goes to the careful reader, which walks the grammar of
+hlo-text-format.md token by token. Both keep the exact source text, so printing an
+unchanged module gives back the input byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+
+from ..ir.computation import HloComputation
+from ..ir.instruction import HloInstruction
+from ..ir.module import HloModule
+from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
+from ..ir.shape import PrimitiveType
+from .errors import HloParseError, line_col
+from .lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
+
+_PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
+_STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
+_SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
+
+_FAST = re.compile(
+    r"(ROOT[ \t]+)?(%?)([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
+    r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
+    r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
+)
+_NEEDS_ATTRS = re.compile(
+    r"(?:to_apply|calls|condition|body|select|scatter|true_computation|false_computation|"
+    r"branch_computations|called_computations|control-predecessors)="
+)
+_SLOW_OPERANDS = re.compile(r"[\[\(#\"'{]|/\*")
+_PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
+_leads: dict[str, str] = {}
+
+
+def _intern_lead(lead: str) -> str:
+    """Most leads are the same few strings ("\\n  "); share one object for each."""
+    if len(lead) > 16:
+        return lead
+    return _leads.setdefault(lead, lead)
+
+
+def split_module_texts(text: str) -> list[tuple[int, str]]:
+    """Split lit-style multi-module text on `// -----` lines: [(start_line, text)]."""
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    line = 1
+    for m in _SPLIT_MARKER.finditer(text):
+        pieces.append((line, text[start : m.start()]))
+        line += text.count("\n", start, m.end())
+        start = m.end()
+    pieces.append((line, text[start:]))
+    return pieces
+
+
+def parse_module(
+    text: str, filename: str = "<string>", *, spmd: bool = True, first_line: int = 1
+) -> HloModule:
+    """Parse one HLO module. Raises HloParseError on any malformed input."""
+    parser = _Parser(text, filename, spmd, first_line)
+    try:
+        return parser.parse()
+    except HloParseError:
+        raise
+    except ScanError as e:
+        raise parser.error(e.offset, e.message) from None
+    except RecursionError:
+        raise parser.error(parser.pos, "input nests too deeply") from None
+
+
+def parse_modules(text: str, filename: str = "<string>", *, spmd: bool = True) -> list[HloModule]:
+    """Parse every module of a `// -----`-split file (one module if there is no marker)."""
+    modules = []
+    for first_line, piece in split_module_texts(text):
+        if not piece.strip() or not _has_hlo(piece):
+            continue
+        modules.append(parse_module(piece, filename, spmd=spmd, first_line=first_line))
+    if not modules:
+        raise HloParseError("no HLO module found", filename=filename, line=1, column=1)
+    return modules
+
+
+def _has_hlo(piece: str) -> bool:
+    """False for split pieces holding only comments (lit RUN/CHECK lines)."""
+    try:
+        return skip_trivia(piece, 0) < len(piece)
+    except ScanError:
+        return True
+
+
+@dataclass
+class _Operand:
+    name: str
+    offset: int
+    indices: tuple[int, ...] = ()
+    nested: HloInstruction | None = None
+
+
+@dataclass
+class _CompState:
+    comp: HloComputation
+    roots: list[HloInstruction] = field(default_factory=list)
+    compact: dict[tuple[HloInstruction, tuple[int, ...]], HloInstruction] = field(default_factory=dict)
+    anon: int = 0
+
+
+class _Parser:
+    def __init__(self, text: str, filename: str, spmd: bool, first_line: int) -> None:
+        self.text = text
+        self.filename = filename
+        self.spmd = spmd
+        self.first_line = first_line
+        self.pos = 0
+        self.module: HloModule | None = None
+
+    # ----------------------------------------------------------------- errors
+    def error(self, offset: int, message: str) -> HloParseError:
+        line, column = line_col(self.text, offset)
+        end = offset
+        text = self.text
+        while end < len(text) and end - offset < 24 and text[end] != "\n":
+            end += 1
+        return HloParseError(
+            message,
+            filename=self.filename,
+            line=line + self.first_line - 1,
+            column=column,
+            snippet=text[offset:end],
+        )
+
+    def expect(self, pos: int, token: str) -> int:
+        tok, start, end = next_token(self.text, pos)
+        if tok != token:
+            raise self.error(start, f"expected {token!r}, found {tok or 'end of input'!r}")
+        return end
+
+    # ----------------------------------------------------------------- module
+    def parse(self) -> HloModule:
+        text = self.text
+        tok, start, end = next_token(text, 0)
+        if tok == "HloModule":
+            module = self.parse_header(end)
+        else:
+            second, _, _ = next_token(text, end) if tok else ("", 0, 0)
+            if tok != "ENTRY" and second != "{" and not (tok and second == "("):
+                raise self.error(start, "expected 'HloModule' or a computation")
+            module = HloModule("", use_spmd_partitioning=self.spmd)
+            module._has_header = False
+            module._head = ""
+        module.filename = self.filename
+        module._source = text
+        module._first_line = self.first_line
+        self.module = module
+        last_comp = None
+        while True:
+            tok, start, _ = next_token(text, self.pos)
+            if not tok:
+                break
+            last_comp = self.parse_computation()
+        if last_comp is None:
+            raise self.error(self.pos, "expected at least one computation")
+        module._tail = text[self.pos :]
+        if module.entry is None:
+            module.entry = last_comp
+            last_comp.is_entry = True
+        if not module._has_header:
+            module.name = "module_" + module.entry.name
+        return module
+
+    def parse_header(self, pos: int) -> HloModule:
+        text = self.text
+        tok, start, end = next_token(text, pos)
+        name = tok.lstrip("%").removesuffix(":")
+        if not IDENT.fullmatch(name):
+            raise self.error(start, "expected module name after 'HloModule'")
+        module = HloModule(name, use_spmd_partitioning=self.spmd)
+        attrs, pos = split_attributes(text, end, single=True)
+        seen: set[str] = set()
+        for key, raw, off in attrs:
+            if key in seen:
+                raise self.error(off, f"duplicate module attribute {key!r}")
+            seen.add(key)
+            module.header_attributes.append((key, raw))
+        for key in ("replica_count", "num_partitions"):
+            raw = module.header_attr(key)
+            if raw is not None and not raw.isdigit():
+                off = next(o for k, _, o in attrs if k == key)
+                raise self.error(off, f"{key} must be a non-negative integer")
+        pos = self.parse_stack_frames(pos)
+        module._head = text[:pos]
+        self.pos = pos
+        return module
+
+    def parse_stack_frames(self, pos: int) -> int:
+        text = self.text
+        while True:
+            tok, start, end = next_token(text, pos)
+            if tok not in _STACK_FRAME_SECTIONS:
+                return pos
+            pos = end
+            while True:
+                num, nstart, nend = next_token(text, pos)
+                if not num.isdigit():
+                    break
+                item, istart, iend = next_token(text, nend)
+                if item.startswith(("'", '"')):
+                    pos = iend
+                elif item == "{":
+                    pos = match_group(text, istart)
+                else:
+                    raise self.error(istart, "expected a string or {...} stack-frame entry")
+
+    # ------------------------------------------------------------ computation
+    def parse_computation(self) -> HloComputation:
+        text = self.text
+        module = self.module
+        assert module is not None
+        lead_start = self.pos
+        tok, start, end = next_token(text, lead_start)
+        is_entry = False
+        if tok == "ENTRY":
+            is_entry = True
+            tok, start, end = next_token(text, end)
+        name = tok[1:] if tok.startswith("%") else tok
+        if not IDENT.fullmatch(name) or tok.endswith(":"):
+            raise self.error(start, "expected computation name")
+        comp = HloComputation(name, is_entry=is_entry)
+        comp._percent = tok.startswith("%")
+        if module.get_computation(name) is not None:
+            raise self.error(start, f"duplicate computation name {name!r}")
+        pos = end
+        tok, start, end = next_token(text, pos)
+        comp.has_signature = tok == "("
+        if tok == "(":
+            pos = match_group(text, start)
+            pos = self.expect(pos, "->")
+            sstart = skip_trivia(text, pos)
+            send = self.scan_shape(sstart)
+            if send is None:
+                raise self.error(sstart, "expected result shape after '->'")
+            pos = send
+            tok, start, end = next_token(text, pos)
+        if tok != "{":
+            raise self.error(start, "expected '{' to open the computation body")
+        comp._head = text[lead_start:end]
+        comp.offset = start
+        module.add_computation(comp)
+        if is_entry:
+            if module.entry is not None:
+                raise self.error(start, "more than one ENTRY computation")
+            module.entry = comp
+        state = _CompState(comp)
+        pos = self.parse_body(state, end)
+        # pos is at the closing brace
+        close_lead = pos
+        cstart = skip_trivia(text, pos)
+        end = cstart + 1
+        attrs, after = split_attributes(text, end, single=True)
+        for key, raw, off in attrs:
+            if key != "execution_thread":
+                raise self.error(off, f"unexpected computation attribute {key!r}")
+            from .escape import c_unescape
+
+            comp.execution_thread = c_unescape(raw[1:-1])
+            end = after
+        comp._tail = text[close_lead:end]
+        self.pos = end
+        self.finish_computation(state, cstart)
+        return comp
+
+    def finish_computation(self, state: _CompState, offset: int) -> None:
+        comp = state.comp
+        if not comp._instructions:
+            raise self.error(offset, f"computation {comp.name!r} has no instructions")
+        if len(state.roots) > 1:
+            raise self.error(offset, f"computation {comp.name!r} has more than one ROOT")
+        comp.root = state.roots[0] if state.roots else list(comp._instructions)[-1]
+        params: dict[int, HloInstruction] = {}
+        for inst in comp._instructions:
+            if inst.opcode == "parameter":
+                try:
+                    number = int(inst.payload or "")
+                except ValueError:
+                    raise self.error(offset, f"parameter {inst.name!r} needs a number") from None
+                if number in params:
+                    raise self.error(offset, f"duplicate parameter number {number} in {comp.name!r}")
+                params[number] = inst
+        if sorted(params) != list(range(len(params))):
+            raise self.error(offset, f"parameter numbers of {comp.name!r} are not 0..{len(params) - 1}")
+        comp.parameters = [params[i] for i in range(len(params))]
+
+    # ------------------------------------------------------------------ body
+    def parse_body(self, state: _CompState, pos: int) -> int:
+        text = self.text
+        n = len(text)
+        fast = _FAST.match
+        by_name = state.comp._by_name
+        while True:
+            q = skip_trivia(text, pos)
+            if q >= n:
+                raise self.error(q, f"missing '}}' closing computation {state.comp.name!r}")
+            if text[q] == "}":
+                return pos
+            eol = text.find("\n", q)
+            if eol < 0:
+                eol = n
+            m = fast(text, q, eol)
+            inst = None
+            if m is not None and m.end() == eol:
+                inst = self.fast_instruction(state, m, by_name)
+            if inst is None:
+                inst, end = self.slow_instruction(state, q)
+            else:
+                end = eol
+            inst._lead = _intern_lead(text[pos:q])
+            inst._text = text[q:end]
+            inst.offset = q
+            pos = end
+
+    def fast_instruction(self, state: _CompState, m: re.Match[str], by_name: dict) -> HloInstruction | None:
+        root, pct, name, shape, opcode, ops, tail = m.groups()
+        if not is_known_opcode(opcode) or name in by_name or (shape is None and name == "ROOT"):
+            return None
+        if tail:
+            if tail[0] != "," or tail[-1] in ", \t\r" or "/" in tail and ("//" in tail or "/*" in tail):
+                return None
+            if (
+                tail.count("{") != tail.count("}")
+                or tail.count("(") != tail.count(")")
+                or tail.count("[") != tail.count("]")
+            ):
+                return None
+        if opcode in _PAYLOAD_OPCODES:
+            operands: list[HloInstruction] = []
+            payload: str | None = ops
+        else:
+            payload = None
+            if _SLOW_OPERANDS.search(ops):
+                return None
+            operands = []
+            if ops.strip():
+                for part in ops.split(","):
+                    ref = part.strip()
+                    if ref.startswith("%"):
+                        ref = ref[1:]
+                    op = by_name.get(ref)
+                    if op is None:
+                        return None  # the careful reader reports it with a column
+                    operands.append(op)
+        inst = HloInstruction.__new__(HloInstruction)
+        _init_parsed(inst, name, opcode, shape, operands, payload, pct == "%")
+        inst._attr_text = tail
+        comp = state.comp
+        if tail and _NEEDS_ATTRS.search(tail):
+            attrs, _ = split_attributes(self.text, m.start(7), m.end())
+            self.resolve_references(state, inst, attrs)
+        comp._attach(inst)
+        if root:
+            state.roots.append(inst)
+        return inst
+
+    def slow_instruction(self, state: _CompState, q: int) -> tuple[HloInstruction, int]:
+        """Careful reader for one instruction starting at `q`."""
+        text = self.text
+        comp = state.comp
+        tok, start, end = next_token(text, q)
+        is_root = False
+        if tok == "ROOT":
+            is_root = True
+            tok, start, end = next_token(text, end)
+        if tok.endswith(":") or not tok or not IDENT.fullmatch(tok.lstrip("%")):
+            raise self.error(start, "expected instruction name")
+        pct = tok.startswith("%")
+        name = tok.lstrip("%")
+        if name in comp._by_name:
+            raise self.error(start, f"duplicate instruction name {name!r} in computation {comp.name!r}")
+        pos = self.expect(end, "=")
+        inst, pos = self.parse_instruction_rest(state, name, pct, skip_trivia(text, pos))
+        tail_start = pos
+        attrs, pos = split_attributes(text, pos)
+        inst._attr_text = text[tail_start:pos]
+        seen: set[str] = set()
+        for key, _, off in attrs:
+            if key in seen:
+                raise self.error(off - len(key) - 1, f"duplicate attribute {key!r}")
+            seen.add(key)
+        self.resolve_references(state, inst, attrs)
+        comp._attach(inst)
+        if is_root:
+            state.roots.append(inst)
+        return inst, pos
+
+    def parse_instruction_rest(
+        self, state: _CompState, name: str, pct: bool, pos: int
+    ) -> tuple[HloInstruction, int]:
+        """`shape? opcode(operands)` at `pos`; returns the new instruction and the end."""
+        text = self.text
+        shape_end = self.scan_shape(pos)
+        shape_text = None
+        if shape_end is not None:
+            shape_text = text[pos:shape_end]
+            pos = skip_trivia(text, shape_end)
+        tok, start, end = next_token(text, pos)
+        opcode = tok
+        if not is_known_opcode(opcode):
+            if shape_text is None and opcode in _PRIMITIVE_NAMES:
+                raise self.error(start, "malformed shape")
+            raise self.error(start, f"unknown opcode {opcode or 'end of input'!r}")
+        if not text.startswith("(", end):
+            raise self.error(end, f"expected '(' after opcode {opcode!r}")
+        popen = end
+        payload = None
+        operands: list[HloInstruction] = []
+        refs: list[_Operand] = []
+        operand_shapes = False
+        if opcode in _PAYLOAD_OPCODES:
+            pclose = match_group(text, popen)
+            payload = text[popen + 1 : pclose - 1]
+            if opcode == "parameter" and not payload.strip().isdigit():
+                raise self.error(popen + 1, "expected parameter number")
+            pos = pclose
+        else:
+            refs, pos, operand_shapes = self.parse_operands(state, popen)
+            operands = [self.resolve_operand(state, r) for r in refs]
+        inst = HloInstruction.__new__(HloInstruction)
+        _init_parsed(inst, name, opcode, shape_text, operands, payload, pct)
+        inst._operand_shapes = operand_shapes
+        for ref in refs:
+            if ref.nested is not None:
+                ref.nested.host = inst
+        return inst, pos
+
+    def parse_operands(self, state: _CompState, popen: int) -> tuple[list[_Operand], int, bool]:
+        text = self.text
+        refs: list[_Operand] = []
+        pos = popen + 1
+        with_shapes = False
+        tok, start, end = next_token(text, pos)
+        if tok == ")":
+            return refs, end, False
+        while True:
+            start = skip_trivia(text, pos)
+            shape_end = self.scan_shape(start)
+            if shape_end is not None:
+                with_shapes = True
+                start = skip_trivia(text, shape_end)
+            tok, tstart, tend = next_token(text, start)
+            if not tok or tok in ",)" or not IDENT.fullmatch(tok.lstrip("%")) or tok.endswith(":"):
+                raise self.error(tstart, "expected operand name")
+            if text.startswith("(", tend) and not tok.startswith("%") and is_known_opcode(tok):
+                nested, pos = self.parse_nested(state, shape_end is not None, tstart, start)
+                refs.append(_Operand(nested.name, tstart, nested=nested))
+            else:
+                pos = tend
+                indices: list[int] = []
+                while text.startswith("#", pos):
+                    num, nend = token_at(text, pos + 1)
+                    if not num.isdigit():
+                        raise self.error(pos + 1, "expected tuple index after '#'")
+                    indices.append(int(num))
+                    pos = nend
+                refs.append(_Operand(tok.lstrip("%"), tstart, tuple(indices)))
+            tok, tstart, tend = next_token(text, pos)
+            if tok == ")":
+                return refs, tend, with_shapes
+            if tok != ",":
+                raise self.error(tstart, "expected ',' or ')' in operand list")
+            pos = tend
+
+    def parse_nested(self, state: _CompState, has_shape: bool, at: int, shape_at: int) -> tuple[HloInstruction, int]:
+        """A nested instruction operand such as `add(f32[] parameter(0), ...)`."""
+        state.anon += 1
+        tok, _ = token_at(self.text, at)
+        inst, pos = self.parse_instruction_rest(state, f"{tok}.anon{state.anon}", False, shape_at)
+        inst._text = None
+        state.comp._attach(inst)
+        return inst, pos
+
+    def resolve_operand(self, state: _CompState, ref: _Operand) -> HloInstruction:
+        if ref.nested is not None:
+            return ref.nested
+        base = state.comp._by_name.get(ref.name)
+        if base is None:
+            raise self.error(ref.offset, f"use of undefined instruction {ref.name!r}")
+        if not ref.indices:
+            return base
+        return self.compact_gte(state, base, ref.indices)
+
+    def compact_gte(self, state: _CompState, base: HloInstruction, indices: tuple[int, ...]) -> HloInstruction:
+        """Expand `%t#i#j` into get-tuple-elements, shared between uses (as XLA's parser does)."""
+        current = base
+        for depth in range(1, len(indices) + 1):
+            key = (base, indices[:depth])
+            gte = state.compact.get(key)
+            if gte is None:
+                name = base.name + "".join(f"_{i}" for i in indices[:depth])
+                gte = HloInstruction(name, "get-tuple-element", None, [current], [("index", str(indices[depth - 1]))])
+                gte.compact_gte_base = key
+                gte._percent = base._percent
+                state.comp._attach(gte)
+                state.compact[key] = gte
+            current = gte
+        return current
+
+    def resolve_references(
+        self, state: _CompState, inst: HloInstruction, attrs: list[tuple[str, str, int]]
+    ) -> None:
+        """Bind called computations and control predecessors named in the attributes."""
+        module = self.module
+        assert module is not None
+        for key, raw, off in attrs:
+            if key in CALLED_COMPUTATION_KEYS:
+                for cname, coff in _name_list(raw, off):
+                    callee = module.get_computation(cname)
+                    if callee is None:
+                        raise self.error(coff, f"unknown computation {cname!r}")
+                    inst.called_computations.append(callee)
+                    if inst.opcode == "fusion" and key == "calls":
+                        callee.fusion_instruction = inst
+            elif key == "control-predecessors":
+                for pname, poff in _name_list(raw, off):
+                    pred = state.comp._by_name.get(pname)
+                    if pred is None:
+                        raise self.error(poff, f"unknown control predecessor {pname!r}")
+                    inst.control_predecessors.append(pred)
+                    pred.control_successors.append(inst)
+
+    # ----------------------------------------------------------------- shapes
+    def scan_shape(self, pos: int) -> int | None:
+        """End of the shape starting at `pos`, or None if no shape starts there."""
+        text = self.text
+        if pos >= len(text):
+            return None
+        ch = text[pos]
+        if ch == "(":
+            i = skip_trivia(text, pos + 1)
+            if text.startswith(")", i):
+                return i + 1
+            while True:
+                end = self.scan_shape(i)
+                if end is None:
+                    return None
+                tok, start, tend = next_token(text, end)
+                if tok == ")":
+                    return tend
+                if tok != ",":
+                    return None
+                i = skip_trivia(text, tend)
+        tok, end = token_at(text, pos)
+        if tok == "b" and text.startswith("(", end):
+            return match_group(text, end)
+        if tok not in _PRIMITIVE_NAMES or not text.startswith("[", end):
+            return None
+        end = match_group(text, end)
+        j = skip_trivia(text, end)
+        if text.startswith("{", j):
+            k = skip_trivia(text, j + 1)
+            if k < len(text) and (text[k].isdigit() or text[k] == ":"):
+                return match_group(text, j)
+        return end
+
+
+def _init_parsed(
+    inst: HloInstruction,
+    name: str,
+    opcode: str,
+    shape_text: str | None,
+    operands: list[HloInstruction],
+    payload: str | None,
+    percent: bool,
+) -> None:
+    """Fill a parsed instruction's slots without the generic constructor's work."""
+    inst.name = name
+    inst.opcode = opcode
+    inst.parent = None
+    inst.operands = operands
+    inst._users = {}
+    inst.control_predecessors = []
+    inst.control_successors = []
+    inst.called_computations = []
+    inst._shape_text = shape_text
+    inst._shape = None
+    inst._payload = payload
+    inst._attrs = None
+    inst._attr_text = ""
+    inst._attr_offset = -1
+    inst._lead = ""
+    inst._text = None
+    inst._percent = percent
+    inst._operand_shapes = False
+    inst._cache = None
+    inst.offset = -1
+    inst.compact_gte_base = None
+    inst.host = None
+    for op in operands:
+        op._users[inst] = None
+
+
+_NAME_IN_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
+
+
+def _name_list(raw: str, offset: int) -> list[tuple[str, int]]:
+    """Names in `%a`, `{%a, %b}` or `%a, %b` (comments allowed)."""
+    out = []
+    body = re.sub(r"/\*.*?\*/", lambda m: " " * len(m.group()), raw, flags=re.S)
+    for m in _NAME_IN_LIST.finditer(body):
+        out.append((m.group(1), offset + m.start()))
+    return out
+
+
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))

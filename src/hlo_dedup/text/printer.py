@@ -1,0 +1,136 @@
+"""IR → HLO text.
+
+Unchanged instructions, computation headers and the module header are re-emitted from
+their source text. Anything a pass created or edited is printed in XLA's own format
+(hlo-text-format §5.1, §10), so XLA's parser reads it back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..ir.computation import HloComputation
+    from ..ir.instruction import HloInstruction
+    from ..ir.module import HloModule
+
+
+def operand_reference(inst: HloInstruction, user: HloInstruction) -> str:
+    """How `user` names its operand `inst`: `%x`, compact `%t#0`, or old `f32[2]{0} %x`."""
+    pct = "%" if user._percent else ""
+    if inst.compact_gte_base is not None and not inst.is_root:
+        base, indices = inst.compact_gte_base
+        ref = pct + base.name + "".join(f"#{i}" for i in indices)
+    else:
+        ref = pct + inst.name
+    if user._operand_shapes:
+        return f"{inst.shape_text or inst.shape.to_text()} {ref}"
+    return ref
+
+
+def format_operands(inst: HloInstruction) -> str:
+    """The operand list with XLA's `/*index=N*/` comment before every 5th operand."""
+    if inst.payload is not None:
+        return inst.payload
+    parts = []
+    for i, op in enumerate(inst.operands):
+        ref = operand_reference(op, inst)
+        if i and i % 5 == 0:
+            ref = f"/*index={i}*/" + ref
+        parts.append(ref)
+    return ", ".join(parts)
+
+
+def format_attributes(inst: HloInstruction) -> str:
+    if inst._attr_text is not None:
+        return inst._attr_text
+    return "".join(f", {k}={v}" for k, v in inst.attributes)
+
+
+def format_instruction(inst: HloInstruction) -> str:
+    """One instruction line in XLA's default print form (no indentation)."""
+    root = "ROOT " if inst.is_root else ""
+    pct = "%" if inst._percent else ""
+    shape = inst.shape_text if inst.shape_text is not None else inst.shape.to_text()
+    return (
+        f"{root}{pct}{inst.name} = {shape} {inst.opcode}({format_operands(inst)})"
+        f"{format_attributes(inst)}"
+    )
+
+
+def _signature(comp: HloComputation) -> str:
+    params = ", ".join(f"{p.name}: {p.shape.to_text(print_layout=False)}" for p in comp.parameters)
+    assert comp.root is not None
+    return f" ({params}) -> {comp.root.shape.to_text(print_layout=False)}"
+
+
+def format_computation_head(comp: HloComputation) -> str:
+    if comp._sig and comp._head is not None:
+        return comp._head
+    lead = "\n\n"
+    if comp._head is not None:
+        stripped = comp._head.lstrip()
+        lead = comp._head[: len(comp._head) - len(stripped)]
+    entry = "ENTRY " if comp.is_entry else ""
+    pct = "%" if comp._percent else ""
+    sig = _signature(comp) if comp.has_signature else ""
+    return f"{lead}{entry}{pct}{comp.name}{sig} {{"
+
+
+def _emission_order(comp: HloComputation) -> list[HloInstruction]:
+    """Text order, except that an instruction is never printed before its operands
+    (new instructions are appended, but XLA's parser needs definition before use)."""
+    if not comp._reorder:
+        return list(comp._instructions)
+    emitted: set[HloInstruction] = set()
+    order: list[HloInstruction] = []
+    for start in comp._instructions:
+        if start in emitted:
+            continue
+        stack: list[tuple[HloInstruction, bool]] = [(start, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                if node not in emitted:
+                    emitted.add(node)
+                    order.append(node)
+                continue
+            if node in emitted:
+                continue
+            stack.append((node, True))
+            for dep in reversed(node.operands + node.control_predecessors):
+                if dep not in emitted and dep.parent is comp:
+                    stack.append((dep, False))
+    return order
+
+
+def _hidden(inst: HloInstruction) -> bool:
+    """Instructions whose text lives inside another line (nested, compact GTE)."""
+    if inst.compact_gte_base is not None:
+        return not inst.is_root
+    host = inst.host
+    return host is not None and host._text is not None and host.parent is inst.parent
+
+
+def format_computation(comp: HloComputation) -> str:
+    parts = [format_computation_head(comp)]
+    for inst in _emission_order(comp):
+        if _hidden(inst):
+            continue
+        text = inst._text
+        if text is None:
+            text = format_instruction(inst)
+        parts.append(inst._lead or "\n  ")
+        parts.append(text)
+    parts.append(comp._tail)
+    return "".join(parts)
+
+
+def format_module(module: HloModule) -> str:
+    parts = [module._head or ""]
+    if module._head is None:
+        parts = [f"HloModule {module.name}" + "".join(f", {k}={v}" for k, v in module.header_attributes)]
+    for comp in module.computations:
+        parts.append(format_computation(comp))
+    parts.append(module._tail)
+    return "".join(parts)

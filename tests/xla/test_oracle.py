@@ -1,0 +1,282 @@
+"""The XLA oracle against the JAX-generated modules in tests/data/jax (and a few hand-written edge cases).
+
+Before any pass output is checked against XLA, the oracle itself must be trustworthy: XLA parses
+every test module, a run is bitwise reproducible, a real change is detected, and protos round-trip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hlo_dedup.xla import XlaError, XlaUnavailableError
+from hlo_dedup.xla.oracle import (
+    RunResult,
+    compare_results,
+    module_proto_to_text,
+    run_module,
+    text_to_module_proto,
+    xla_canonical_text,
+    xla_reparse_equal,
+)
+
+pytestmark = pytest.mark.oracle
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "jax"
+MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
+MODULES = sorted(MANIFEST["modules"])
+
+# XLA:CPU's own post-optimization text does not recompile through hlo_to_stablehlo: the fusions'
+# backend configs are dropped on the way and the CPU thunk emitter RET_CHECKs "Fusion must have
+# backend config". The oracle must report that as a clean XlaError.
+NOT_RUNNABLE = {"gspmd_post_opt.hlo": "Fusion must have backend config"}
+
+# One text edit per runnable module that must change its outputs (first occurrence only).
+MUTATIONS = {
+    "bf16_cast.hlo": (" multiply(", " add("),
+    "cond.hlo": ("direction=GT", "direction=LE"),
+    "conv.hlo": (" maximum(", " minimum("),
+    "fsdp_remat_grad.hlo": (" tanh(", " sine("),
+    "fsdp_shard_map.hlo": (" tanh(", " sine("),
+    "gspmd_after_spmd.hlo": (" tanh(", " sine("),
+    "linalg.hlo": ("constant(8)", "constant(9)"),
+    "mesh2d_nested.hlo": (" tanh(", " sine("),
+    "pytree_weights.hlo": (" tanh(", " sine("),
+    "scan_layers.hlo": (" tanh(", " sine("),
+    "sort.hlo": ("direction=LT", "direction=GT"),
+    "while_gather.hlo": (" tanh(", " sine("),
+    "while_loop.hlo": ("constant(0.5)", "constant(0.25)"),
+}
+_MODULE_CONFIG_FIELD = re.compile(
+    r",\s*(?:num_partitions|replica_count|allow_spmd_sharding_propagation_to_\w+)=(?:\{[^}]*\}|\w+)"
+)
+RUNNABLE = [name for name in MODULES if name not in NOT_RUNNABLE]
+
+
+def _text(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+@cache
+def _baseline(name: str) -> RunResult:
+    """First run of each module, shared by the reproducibility and mutation tests."""
+    return run_module(_text(name), seed=0)
+
+
+def test_manifest_covers_generated_files() -> None:
+    assert sorted(p.name for p in DATA.glob("*.hlo")) == MODULES
+    assert set(MUTATIONS) == set(RUNNABLE)
+    assert MANIFEST["jax_version"] and MANIFEST["jaxlib_version"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_xla_parses_and_reprint_is_stable(name: str) -> None:
+    text = _text(name)
+    canonical = xla_canonical_text(text)
+    assert canonical.startswith("HloModule ")
+    assert xla_reparse_equal(text, canonical)
+    assert xla_canonical_text(canonical) == canonical
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_proto_round_trip(name: str) -> None:
+    text = _text(name)
+    back = module_proto_to_text(text_to_module_proto(text))
+    xla_canonical_text(back)
+    # HloModuleProto has no HloModuleConfig: header fields such as num_partitions, replica_count
+    # and allow_spmd_sharding_propagation_* do not survive the proto; everything else must.
+    header, rest = text.split("\n", 1)
+    assert xla_reparse_equal(_MODULE_CONFIG_FIELD.sub("", header) + "\n" + rest, back)
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_run_is_bitwise_reproducible(name: str) -> None:
+    first = _baseline(name)
+    assert first.num_replicas * first.num_partitions == MANIFEST["modules"][name]["devices"]
+    comparison = compare_results(first, run_module(_text(name), seed=0))
+    assert comparison.equal, comparison.message
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_mutated_module_compares_different(name: str) -> None:
+    old, new = MUTATIONS[name]
+    text = _text(name)
+    assert old in text
+    comparison = compare_results(_baseline(name), run_module(text.replace(old, new, 1), seed=0))
+    assert not comparison.equal
+    assert comparison.index is not None and comparison.message
+
+
+@pytest.mark.parametrize("name", sorted(NOT_RUNNABLE))
+def test_unrunnable_module_is_a_clean_xla_error(name: str) -> None:
+    with pytest.raises(XlaError, match=NOT_RUNNABLE[name]) as info:
+        run_module(_text(name))
+    assert "Traceback" not in str(info.value)
+
+
+def test_seed_changes_inputs() -> None:
+    name = "fsdp_shard_map.hlo"
+    assert not compare_results(_baseline(name), run_module(_text(name), seed=1)).equal
+
+
+GSPMD = """HloModule gspmd, num_partitions=8
+
+ENTRY main {
+  x = f32[16,4] parameter(0), sharding={devices=[8,1]<=[8]}
+  w = f32[4,4] parameter(1), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}
+  d = f32[16,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[8,1]<=[8]}
+  ROOT r = f32[16,4] add(d, x), sharding={replicated}
+}
+"""
+
+
+def test_gspmd_text_is_partitioned_by_xla() -> None:
+    # No xla.sdy attributes: the GSPMD partitioner (not Shardy) partitions it; outputs are global.
+    result = run_module(GSPMD)
+    assert (result.num_partitions, result.per_device, result.outputs[0].shape) == (8, False, (16, 4))
+    assert compare_results(result, run_module(GSPMD)).equal
+
+
+def test_spmd_outputs_are_global_and_partitioned_text_per_device() -> None:
+    spmd = _baseline("fsdp_shard_map.hlo")
+    assert not spmd.per_device and spmd.outputs[0].shape == (32, 16)
+    partitioned = _baseline("gspmd_after_spmd.hlo")
+    assert partitioned.per_device and partitioned.outputs[0].shape == (8, 4, 16)
+
+
+ALL_DTYPES = ["pred", "s4", "u4", "s8", "u8", "s32", "u64", "bf16", "f16", "f32", "f64",
+              "f8e4m3fn", "f8e5m2", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn", "c64", "c128"]
+
+
+def _identity_module(copy: bool) -> str:
+    params = [f"  p{i} = {t}[5] parameter({i})" for i, t in enumerate(ALL_DTYPES)]
+    copies = [f"  c{i} = {t}[5] copy(p{i})" for i, t in enumerate(ALL_DTYPES)] if copy else []
+    prefix = "c" if copy else "p"
+    shapes = ", ".join(f"{t}[5]" for t in ALL_DTYPES)
+    operands = ", ".join(f"{prefix}{i}" for i in range(len(ALL_DTYPES)))
+    body = "\n".join([*params, *copies, f"  ROOT t = ({shapes}) tuple({operands})"])
+    return f"HloModule identity\n\nENTRY main {{\n{body}\n}}\n"
+
+
+def test_inputs_cover_all_dtypes_and_depend_only_on_parameter_shapes() -> None:
+    direct = run_module(_identity_module(copy=False), seed=3)
+    assert [str(o.dtype) for o in direct.outputs][:3] == ["bool", "int4", "uint4"]
+    assert all(np.any(np.asarray(o, dtype=np.complex128) != 0) for o in direct.outputs)
+    # A different module with the same entry signature is fed the very same inputs.
+    assert compare_results(direct, run_module(_identity_module(copy=True), seed=3)).equal
+
+
+REPLICATED = """HloModule repl, replica_count=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  p = f32[2,3] parameter(0)
+  id = u32[] replica-id()
+  idf = f32[] convert(id)
+  idb = f32[2,3] broadcast(idf), dimensions={}
+  shifted = f32[2,3] add(p, idb)
+  sum = f32[2,3] all-reduce(shifted), replica_groups={}, to_apply=add
+  gathered = f32[8,3] all-gather(p), replica_groups={}, dimensions={0}
+  ROOT t = (f32[2,3], f32[8,3]) tuple(sum, gathered)
+}
+"""
+
+
+def test_replicated_module_runs_per_replica() -> None:
+    result = run_module(REPLICATED)
+    assert (result.num_replicas, result.num_partitions, result.per_device) == (4, 1, True)
+    sums, gathered = result.outputs
+    assert sums.shape == (4, 2, 3) and gathered.shape == (4, 8, 3)
+    assert np.array_equal(sums[0], sums[3])  # all-reduce: every replica holds the same sum
+    assert not np.array_equal(gathered[0, :2], gathered[0, 2:4])  # replicas were fed different inputs
+    assert compare_results(result, run_module(REPLICATED)).equal
+    assert not compare_results(result, run_module(REPLICATED.replace("add(p, idb)", "subtract(p, idb)"))).equal
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("HloModule m\n\nENTRY e {\n  ROOT a = f32[3] add(p, q)\n}\n", "instruction does not exist"),
+        ("HloModule m\n\nENTRY e {\n  p = f32[3] parameter(0)\n  ROOT a = f32[4] add(p, p)\n}\n", "same shape"),
+        ("HloModule m\n\nENTRY e {\n  p = token[] parameter(0)\n  ROOT a = token[] after-all(p)\n}\n", "token"),
+        (
+            "HloModule m\n\nENTRY e {\n  p = (f32[3], s32[]) parameter(0)\n"
+            "  ROOT a = f32[3] get-tuple-element(p), index=0\n}\n",
+            "tuple-shaped",
+        ),
+    ],
+)
+def test_bad_modules_raise_xla_error(text: str, message: str) -> None:
+    with pytest.raises(XlaError, match=message):
+        run_module(text)
+
+
+def test_parse_error_is_xla_error() -> None:
+    with pytest.raises(XlaError, match="Syntax error"):
+        xla_canonical_text("HloModule m\n\nENTRY e {\n  ROOT a = f32[3] bogus(\n}\n")
+
+
+def test_num_devices_must_fit_replicas() -> None:
+    with pytest.raises(XlaError, match="multiple of replica_count"):
+        run_module(REPLICATED, num_devices=6)
+
+
+def _fake_interpreter(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "fake-python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_child_crash_is_xla_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What an XLA CHECK failure looks like from the parent: a message on stderr, then SIGABRT.
+    fake = _fake_interpreter(tmp_path, 'echo "F0000 hlo.cc:1] Check failed: fake" >&2; kill -ABRT $$')
+    monkeypatch.setattr(sys, "executable", fake)
+    with pytest.raises(XlaError, match="(?s)crashed.*Check failed: fake"):
+        run_module(REPLICATED)
+
+
+def test_child_timeout_is_xla_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", _fake_interpreter(tmp_path, "exec sleep 30"))
+    with pytest.raises(XlaError, match="did not finish"):
+        run_module(REPLICATED, timeout=0.5)
+
+
+def _result(*arrays: np.ndarray) -> RunResult:
+    return RunResult(outputs=arrays, num_replicas=1, num_partitions=1, per_device=False, seed=0)
+
+
+def test_compare_results_is_bitwise_and_nan_aware() -> None:
+    nan = np.array([1.0, np.nan, 3.0], np.float32)
+    assert compare_results(_result(nan), _result(nan.copy())).equal
+    other_nan = nan.view(np.uint32).copy()
+    other_nan[1] |= 1  # a different NaN payload
+    assert not compare_results(_result(nan), _result(other_nan.view(np.float32))).equal
+    assert not compare_results(_result(np.zeros(2)), _result(-np.zeros(2))).equal
+    diff = compare_results(_result(np.ones(2), np.array([1.0, 2.0])), _result(np.ones(2), np.array([1.0, 2.5])))
+    assert (diff.equal, diff.index, diff.max_abs_diff, diff.max_rel_diff) == (False, 1, 0.5, 0.2)
+    assert not compare_results(_result(np.ones(2)), _result(np.ones(3))).equal
+
+
+def test_core_import_does_not_need_jax() -> None:
+    script = (
+        "import sys; sys.modules['jax'] = None\n"
+        "import hlo_dedup.xla as x\n"
+        "assert 'jax._src' not in sys.modules\n"
+        "try:\n    import hlo_dedup.xla.oracle\nexcept x.XlaUnavailableError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "pip install 'hlo-dedup[xla]'" in out
+    assert issubclass(XlaUnavailableError, ImportError)
