@@ -1,0 +1,1 @@
+"""Reading and writing modules: HLO text, and HloModuleProto/HloProto/HloSnapshot."""
