@@ -7,25 +7,33 @@ every test module, a run is bitwise reproducible, a real change is detected, and
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from hlo_dedup.xla import XlaError, XlaUnavailableError
-from hlo_dedup.xla.oracle import (
-    RunResult,
-    compare_results,
-    module_proto_to_text,
-    run_module,
-    text_to_module_proto,
-    xla_canonical_text,
-    xla_reparse_equal,
-)
+
+try:
+    import numpy as np
+
+    from hlo_dedup.xla.oracle import (
+        RunResult,
+        compare_results,
+        module_proto_to_text,
+        run_module,
+        text_to_module_proto,
+        xla_canonical_text,
+        xla_reparse_equal,
+    )
+except ImportError:  # XlaUnavailableError included; same policy as conftest: never skipped in CI
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[xla]'", allow_module_level=True)
 
 pytestmark = pytest.mark.oracle
 

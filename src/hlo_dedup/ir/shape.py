@@ -712,8 +712,8 @@ class _ShapeParser:
         start = self.pos
         name = self.peek_ident()
         et = _BY_NAME.get(name or "")
-        if et is None or not et.is_integral:
-            raise self.error(f"expected an integral {what} primitive type", start)
+        if et is None or not et.is_unsigned_integral:
+            raise self.error(f"expected an unsigned integer {what} primitive type", start)
         self.pos += len(et.value)
         self.expect(")", f"after {what} primitive type")
         return et

@@ -7,7 +7,10 @@ their source text. Anything a pass created or edited is printed in XLA's own for
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from ..ir.shape import Shape
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
@@ -58,10 +61,17 @@ def format_instruction(inst: HloInstruction) -> str:
     )
 
 
+def _without_layout(shape: Shape) -> Shape:
+    if shape.tuple_shapes is not None:
+        return Shape.tuple_of([_without_layout(s) for s in shape.tuple_shapes])
+    return replace(shape, layout=None)
+
+
 def _signature(comp: HloComputation) -> str:
-    params = ", ".join(f"{p.name}: {p.shape.to_text(print_layout=False)}" for p in comp.parameters)
+    """XLA's signature: parameters as `name: shape` and the root shape, without layouts."""
+    params = ", ".join(f"{p.name}: {_without_layout(p.shape).to_text()}" for p in comp.parameters)
     assert comp.root is not None
-    return f" ({params}) -> {comp.root.shape.to_text(print_layout=False)}"
+    return f" ({params}) -> {_without_layout(comp.root.shape).to_text()}"
 
 
 def format_computation_head(comp: HloComputation) -> str:

@@ -181,10 +181,13 @@ def run_module(
     """Compile and run ``hlo_text`` on XLA:CPU in a child process, feeding seeded random inputs.
 
     Devices are ``replica_count * num_partitions`` from the header (see ``_device_layout``), or
-    ``num_devices`` if given. Inputs depend only on ``seed``, the parameter's index and its shape, so a
-    module before and after a rewrite that keeps the entry signature gets identical inputs.
-    Every failure — XLA's parse/compile/run errors, a crash or a timeout of the child — is an
-    :class:`XlaError` carrying XLA's message.
+    ``num_devices`` if given. With several partitions, text carrying ``xla.sdy.`` attributes is
+    partitioned by Shardy, other text by GSPMD, and text whose ENTRY is named ``*_spmd`` (already
+    partitioned) runs with the partitioner passes disabled. Inputs depend only on ``seed``, the
+    parameter's index and shape (and the device, where each device gets its own), so a module before
+    and after a rewrite that keeps the entry signature gets identical inputs. Every failure — XLA's
+    parse/compile/run errors, a crash or a timeout of the child — is an :class:`XlaError` carrying
+    XLA's message.
     """
     replicas, partitions = _device_layout(hlo_text, num_devices)
     request = {"text": hlo_text, "seed": seed, "replicas": replicas, "partitions": partitions}
