@@ -13,6 +13,9 @@ Choices where the spec leaves room (documented in README "Semantics"):
   not the binary's two scalars, so gathers of different tuple leaves never collide.
 * Every attribute the walk and the key read is decoded before the first rewrite, so a
   malformed value raises before the module changes (XLA's parser would have rejected it).
+  Anything else that fails later (a malformed attribute the trailing HloDCE reads, an IR
+  precondition) restores the module from its text as it was before the first rewrite and
+  re-raises: a failed run leaves the module text exactly unchanged.
 * Hazards: the faithful key ignores operands after operand(0), the inner gathers a walk
   tunnelled through, the collective mode and the gather dimension. Each fold whose two
   gathers differ in one of those is reported; `strict=True` refuses such folds (a
@@ -116,19 +119,29 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         _decode_everything_read(module)
         folds: list[FoldRecord] = []
         hazards: list[Hazard] = []
-        for comp in module.computations:
-            if vlog:
-                logger.log(18, "Processing computation: %s", comp.name)
-            self._process_computation(comp, vlog, folds, hazards)
-        changed = bool(folds)
-        if changed:
-            run_dce(module)
+        rollback = _Rollback(module)
+        try:
+            for comp in module.computations:
+                if vlog:
+                    logger.log(18, "Processing computation: %s", comp.name)
+                self._process_computation(comp, vlog, folds, hazards, rollback)
+            changed = bool(folds)
+            if changed:
+                run_dce(module)
+        except Exception:
+            rollback.restore()
+            raise
         if vlog:
             logger.log(18, "NeuronDuplicateParameterAllGatherRemover pass complete")
         return PassResult(self.name, changed, folds, hazards)
 
     def _process_computation(
-        self, comp: HloComputation, vlog: bool, folds: list[FoldRecord], hazards: list[Hazard]
+        self,
+        comp: HloComputation,
+        vlog: bool,
+        folds: list[FoldRecord],
+        hazards: list[Hazard],
+        rollback: _Rollback,
     ) -> None:
         logger = self.logger
         seen: dict[tuple, list[tuple[HloInstruction, _Walk, tuple]]] = {}
@@ -174,6 +187,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             if vlog:
                 logger.log(18, "Replacing all-gather with previous result: %s", keep.to_text())
             record = self._record(comp, keep, inst, self._key_json(raw, walk, inst), bool(reasons))
+            rollback.arm()
             inst.replace_all_uses_with(keep)
             folds.append(record)
 
@@ -209,10 +223,12 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     @staticmethod
     def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
         shape = inst.shape
+        # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
+        element_type = "tuple" if shape.element_type is None else shape.element_type.value
         return {
             "parameter": raw.name,
             "index_path": list(walk.path),
-            "element_type": str(getattr(shape.element_type, "value", shape.element_type)),
+            "element_type": element_type,
             "shape": shape.to_text(),
             "replica_groups": [list(g) for g in inst.replica_groups.groups],
         }
@@ -225,6 +241,41 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
                           hazardous=hazardous)
+
+
+class _Rollback:
+    """Undo for a run that fails after its first rewrite.
+
+    `arm()` (called just before the first rewrite) keeps the module's text; `restore()`
+    re-parses it into the same HloModule object, so the caller's module prints exactly as
+    before. Runs that never rewrite pay nothing.
+    """
+
+    def __init__(self, module: HloModule) -> None:
+        self.module = module
+        self.text: str | None = None
+
+    def arm(self) -> None:
+        if self.text is None:
+            self.text = self.module.to_text()
+
+    def restore(self) -> None:
+        if self.text is None:
+            return
+        from ..text.parser import parse_module
+
+        module = self.module
+        same_source = self.text == module._source
+        fresh = parse_module(
+            self.text,
+            module.filename,
+            spmd=module.use_spmd_partitioning,
+            first_line=module._first_line if same_source else 1,
+        )
+        vars(module).update(vars(fresh))
+        for comp in module.computations:
+            comp.parent = module
+        module.touch()
 
 
 def _decode_everything_read(module: HloModule) -> None:

@@ -6,11 +6,12 @@ fusion parameters, and deletes computations no surviving instruction calls.
 Side-effecting instructions stay (the cross-partition-collective flag is off, as in the
 default `HloDCE()` both Neuron passes construct).
 
-Order note: XLA walks each computation in reverse post order and removes as it goes.
-We visit only the instructions that are dead when the walk starts, in reverse text
-order (users before operands for parsed text), and remove transitively from each; with
-the default flags no side-effecting instruction is ever removable, so the removed set is
-the same and the walk does not need a post order of live code.
+Order note: as XLA, each computation that has dead code is walked in reverse post order
+(users before operands) and every instruction that is removable when it is reached is
+removed with its newly dead operands. The walk matters: the recursion skips
+side-effecting operands, which the walk may still reach and remove later (an async op or
+tpu_custom_call marked `xla_allow_dce_side_effecting_op="true"`). Computations without
+dead code skip the post order entirely.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
+from ..ir.opcodes import OPCODES, is_known_opcode
 from .pass_base import HloPass, PassResult
 
 #: Frontend attribute keys that pin an instruction (HasDisableWhileLoopDceAttr).
@@ -77,9 +79,27 @@ def _frontend_true(inst: HloInstruction, keys: tuple[str, ...]) -> bool:
     return any(attrs.get(k, "").lower() in _TRUE_STRINGS for k in keys)
 
 
+_ASYNC_OPCODES = frozenset({"async-start", "async-update", "async-done"})
+
+
+def _is_asynchronous(inst: HloInstruction) -> bool:
+    """IsAsynchronous: async-start/-update/-done, including the `<op>-start` text sugar.
+
+    The collectives' own start/done opcodes (all-gather-start, copy-done, ...) are not.
+    """
+    op = inst.opcode
+    return op in _ASYNC_OPCODES or (op not in OPCODES and is_known_opcode(op))
+
+
 def _async_chain_start(inst: HloInstruction) -> HloInstruction:
+    """async_chain_start(): the async-start an update/done belongs to (else `inst`)."""
     node = inst
-    while node.opcode in ("async-update", "async-done") and node.operands:
+    while (
+        _is_asynchronous(node)
+        and node.opcode.endswith(("-update", "-done"))
+        and node.operands
+        and _is_asynchronous(node.operands[0])
+    ):
         node = node.operands[0]
     return node
 
@@ -110,21 +130,21 @@ def can_remove_instruction(inst: HloInstruction) -> bool:
     if _allow_side_effecting_attr(inst, "false"):
         return False
     if inst.has_side_effect():
-        is_async = inst.opcode.startswith("async-") or inst.opcode.endswith(("-start", "-done"))
         allow_custom_call = (
-            (inst.opcode == "custom-call" and inst.custom_call_target == "tpu_custom_call") or is_async
+            (inst.opcode == "custom-call" and inst.custom_call_target == "tpu_custom_call")
+            or _is_asynchronous(inst)
         ) and _allow_side_effecting_attr(inst, "true")
         return allow_custom_call
     return True
 
 
 def _remove_dead_roots(comp: HloComputation) -> bool:
+    """RemoveDeadRoots: walk the reverse post order, removing what is removable when reached."""
     root = comp.root
-    candidates = [i for i in comp._instructions if not i._users and i is not root]
-    if not candidates:
-        return False
+    if all(i._users or i is root for i in comp._instructions):
+        return False  # nothing is dead, and nothing can die during the walk
     changed = False
-    for inst in reversed(candidates):
+    for inst in reversed(comp.post_order()):
         if inst.parent is comp and can_remove_instruction(inst):
             comp.remove_instruction_and_unused_operands(inst)
             changed = True
@@ -183,10 +203,31 @@ def _remove_multi_output_fusion_unused_outputs(comp: HloComputation) -> bool:
         for gte in fusion.users:
             gte.set_attr("index", str(rank[gte.tuple_index]))
         fusion.set_shape(Shape.tuple_of(kept_shapes))
+        # ReplaceInstructionWithDifferentShape(root, new tuple): the new tuple takes the
+        # old root's metadata / frontend attributes (when it has none) and, being the same
+        # opcode, its name; the old root goes at once, with the outputs it alone used.
+        carried = [(k, v) for k, v in root.attributes if k in ("metadata", "frontend_attributes")]
         new_root = HloInstruction(
-            root.name, "tuple", Shape.tuple_of(kept_shapes), [root.operands[i] for i in kept]
+            root.name, "tuple", Shape.tuple_of(kept_shapes), [root.operands[i] for i in kept], carried
         )
         comp.add_instruction(new_root)
         root.replace_all_uses_with_different_shape(new_root)
+        if comp.is_safely_removable(root):  # a control edge would keep it (and its name)
+            old_name = root.name
+            comp.remove_instruction_and_unused_operands(root)
+            _rename(comp, new_root, old_name)
     comp._sig = False
     return True
+
+
+def _rename(comp: HloComputation, inst: HloInstruction, name: str) -> None:
+    """SetAndSanitizeName for a name that has just been freed in this module."""
+    if comp._by_name.get(inst.name) is inst:
+        del comp._by_name[inst.name]
+    module = comp.parent
+    if module is not None:
+        module._forget_name(inst.name)
+        module._note_name(name)
+    inst.name = name
+    comp._by_name[name] = inst
+    inst.mark_changed()

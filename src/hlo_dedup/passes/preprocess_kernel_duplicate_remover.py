@@ -11,16 +11,24 @@ rewrites.
 
 Choices where the spec leaves room (README "Semantics"):
 * Where the C++ descent would index past an operand list, the kernel does not match.
-* q/kv order: the slice with the lexicographically smaller `slice_starts` is q. The two
-  substitutions pair each reshape with its own slice, so the order changes only which
-  RET_CHECK reports a malformed pair first.
+* q/kv order: the slice with the lexicographically smaller `slice_starts` is q (the spec
+  leaves open which start index the C++ compares; for halves of the last dimension every
+  reading agrees). The order decides which reshape operand n-2 is compared with.
 * All checks (the four RET_CHECKs and every ReplaceAllUsesWith shape check) run before
   the first rewrite, so a failing pass leaves the module exactly as it was.
+* The C++ loop rewrites each match before it visits the next instruction, so a later
+  kernel whose descent runs through an earlier match sees that match's clone. A clone
+  differs from the match it replaces, as far as IsFlashAttentionKernel can see, only in
+  its backend config (the canonical one): same opcode, same operand count, and the same
+  operand(0) (only operands n-2 and n-1, both >= 6, are ever substituted). The matches are
+  therefore collected in loop order, with earlier matches read as carrying the canonical
+  config, which gives the C++ loop's matches without touching the module.
 """
 
 from __future__ import annotations
 
 import inspect
+from typing import Collection
 
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
@@ -70,9 +78,15 @@ def _operand0(inst: HloInstruction | None) -> HloInstruction | None:
     return inst.operands[0]
 
 
-def is_flash_attention_kernel(inst: HloInstruction, name: str) -> bool:
+def is_flash_attention_kernel(
+    inst: HloInstruction, name: str, rewritten: Collection[HloInstruction] = ()
+) -> bool:
     """IsFlashAttentionKernel: an outer kernel (not the canonical config) with >= 8
-    operands whose fixed operand(0) descent reaches an inner kernel configured `name`."""
+    operands whose fixed operand(0) descent reaches an inner kernel configured `name`.
+
+    `rewritten`: earlier matches that Run has already replaced by clones of the first
+    kernel when it visits `inst`; an inner kernel among them carries config `name`.
+    """
     if inst.opcode != "custom-call" or not _is_kernel(inst):
         return False
     if inst.raw_backend_config == name:
@@ -92,7 +106,7 @@ def is_flash_attention_kernel(inst: HloInstruction, name: str) -> bool:
     inner = _operand0(_operand0(_operand0(o)))
     if inner is None:
         return False
-    return inner.raw_backend_config == name
+    return inner in rewritten or inner.raw_backend_config == name
 
 
 class NeuronPreprocessKernelDuplicateRemover(HloPass):
@@ -129,12 +143,11 @@ class NeuronPreprocessKernelDuplicateRemover(HloPass):
         q_reshape = q_slice.users[0]
         kv_reshape = kv_slice.users[0]
 
-        matches = [
-            inst
-            for comp in module.computations
-            for inst in list(comp._instructions)
-            if is_flash_attention_kernel(inst, name)
-        ]
+        matches: dict[HloInstruction, None] = {}
+        for comp in module.computations:
+            for inst in list(comp._instructions):
+                if is_flash_attention_kernel(inst, name, matches):
+                    matches[inst] = None
         for inst in matches:
             if not shapes_compatible_ignoring_fp_precision(inst.shape, first.shape):
                 raise PassError(

@@ -45,6 +45,12 @@ def attribute_error(inst: HloInstruction, key: str, message: str) -> HloParseErr
     )
 
 
+def instruction_error(inst: HloInstruction, message: str) -> HloParseError:
+    """An HloParseError about `inst` as a whole, located at its opcode."""
+    filename, line, column = _location(inst, inst.opcode + "(")
+    return HloParseError(message, filename=filename, line=line, column=column)
+
+
 def split_attribute_text(inst: HloInstruction) -> list[tuple[str, str]]:
     text = inst._attr_text or ""
     try:

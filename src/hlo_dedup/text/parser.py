@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
-from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
+from ..ir.opcodes import CALLED_COMPUTATION_KEYS, OPCODES, is_known_opcode
 from ..ir.shape import PrimitiveType
 from .errors import HloParseError, line_col
 from .lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
@@ -38,6 +38,22 @@ _NEEDS_ATTRS = re.compile(
 )
 _SLOW_OPERANDS = re.compile(r"[\[\(#\"'{]|/\*")
 _PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
+#: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
+_SHAPE_REQUIRED = frozenset(
+    """all-gather all-gather-start all-gather-done all-reduce all-reduce-start all-reduce-done
+    all-to-all collective-broadcast collective-permute collective-permute-start
+    collective-permute-done copy-start copy-done dynamic-reshape dynamic-slice
+    dynamic-update-slice ragged-all-to-all recv recv-done send send-done reduce-scatter slice
+    bitcast bitcast-convert constant convert custom-call fusion infeed iota outfeed parameter
+    reduce-precision reshape rng rng-bit-generator rng-get-and-update-state
+    stochastic-convert async-start async-update async-done""".split()
+)
+
+
+def _shape_required(opcode: str) -> bool:
+    return opcode in _SHAPE_REQUIRED or (
+        opcode.endswith(("-start", "-update", "-done")) and opcode not in OPCODES
+    )
 _leads: dict[str, str] = {}
 
 
@@ -62,10 +78,19 @@ def split_module_texts(text: str) -> list[tuple[int, str]]:
 
 
 def parse_module(
-    text: str, filename: str = "<string>", *, spmd: bool = True, first_line: int = 1
+    text: str,
+    filename: str = "<string>",
+    *,
+    spmd: bool = True,
+    first_line: int = 1,
+    fast_path: bool = True,
 ) -> HloModule:
-    """Parse one HLO module. Raises HloParseError on any malformed input."""
-    parser = _Parser(text, filename, spmd, first_line)
+    """Parse one HLO module. Raises HloParseError on any malformed input.
+
+    `fast_path=False` reads every instruction with the careful reader (tests use it to
+    check that the line fast path builds the same IR).
+    """
+    parser = _Parser(text, filename, spmd, first_line, fast=fast_path)
     try:
         return parser.parse()
     except HloParseError:
@@ -113,8 +138,9 @@ class _CompState:
 
 
 class _Parser:
-    def __init__(self, text: str, filename: str, spmd: bool, first_line: int) -> None:
+    def __init__(self, text: str, filename: str, spmd: bool, first_line: int, *, fast: bool = True) -> None:
         self.text = text
+        self.fast = fast
         self.filename = filename
         self.spmd = spmd
         self.first_line = first_line
@@ -312,7 +338,7 @@ class _Parser:
             eol = text.find("\n", q)
             if eol < 0:
                 eol = n
-            m = fast(text, q, eol)
+            m = fast(text, q, eol) if self.fast else None
             inst = None
             if m is not None and m.end() == eol:
                 inst = self.fast_instruction(state, m, by_name)
@@ -328,6 +354,8 @@ class _Parser:
     def fast_instruction(self, state: _CompState, m: re.Match[str], by_name: dict) -> HloInstruction | None:
         root, pct, name, shape, opcode, ops, tail = m.groups()
         if not is_known_opcode(opcode) or name in by_name or (shape is None and name == "ROOT"):
+            return None
+        if shape is None and _shape_required(opcode):
             return None
         if tail:
             if tail[0] != "," or tail[-1] in ", \t\r" or "/" in tail and ("//" in tail or "/*" in tail):
@@ -414,6 +442,8 @@ class _Parser:
             if shape_text is None and opcode in _PRIMITIVE_NAMES:
                 raise self.error(start, "malformed shape")
             raise self.error(start, f"unknown opcode {opcode or 'end of input'!r}")
+        if shape_text is None and _shape_required(opcode):
+            raise self.error(start, f"missing result shape: XLA cannot infer the shape of {opcode!r}")
         if not text.startswith("(", end):
             raise self.error(end, f"expected '(' after opcode {opcode!r}")
         popen = end
@@ -447,7 +477,7 @@ class _Parser:
         if tok == ")":
             return refs, end, False
         while True:
-            start = skip_trivia(text, pos)
+            start = shape_start = skip_trivia(text, pos)
             shape_end = self.scan_shape(start)
             if shape_end is not None:
                 with_shapes = True
@@ -456,7 +486,7 @@ class _Parser:
             if not tok or tok in ",)" or not IDENT.fullmatch(tok.lstrip("%")) or tok.endswith(":"):
                 raise self.error(tstart, "expected operand name")
             if text.startswith("(", tend) and not tok.startswith("%") and is_known_opcode(tok):
-                nested, pos = self.parse_nested(state, shape_end is not None, tstart, start)
+                nested, pos = self.parse_nested(state, tstart, shape_start)
                 refs.append(_Operand(nested.name, tstart, nested=nested))
             else:
                 pos = tend
@@ -475,11 +505,17 @@ class _Parser:
                 raise self.error(tstart, "expected ',' or ')' in operand list")
             pos = tend
 
-    def parse_nested(self, state: _CompState, has_shape: bool, at: int, shape_at: int) -> tuple[HloInstruction, int]:
+    def parse_nested(self, state: _CompState, at: int, shape_at: int) -> tuple[HloInstruction, int]:
         """A nested instruction operand such as `add(f32[] parameter(0), ...)`."""
         state.anon += 1
         tok, _ = token_at(self.text, at)
-        inst, pos = self.parse_instruction_rest(state, f"{tok}.anon{state.anon}", False, shape_at)
+        # XLA names them `<opcode>.anon`, then `<opcode>.anon.1`, `.2`, ...
+        name = base = f"{tok}.anon"
+        k = 0
+        while name in state.comp._by_name:
+            k += 1
+            name = f"{base}.{k}"
+        inst, pos = self.parse_instruction_rest(state, name, False, shape_at)
         inst._text = None
         state.comp._attach(inst)
         return inst, pos

@@ -26,8 +26,8 @@ def operand_reference(inst: HloInstruction, user: HloInstruction) -> str:
         ref = pct + base.name + "".join(f"#{i}" for i in indices)
     else:
         ref = pct + inst.name
-    if user._operand_shapes:
-        return f"{inst.shape_text or inst.shape.to_text()} {ref}"
+    if user._operand_shapes and inst.shape_text is not None:
+        return f"{inst.shape_text} {ref}"
     return ref
 
 
@@ -54,9 +54,11 @@ def format_instruction(inst: HloInstruction) -> str:
     """One instruction line in XLA's default print form (no indentation)."""
     root = "ROOT " if inst.is_root else ""
     pct = "%" if inst._percent else ""
-    shape = inst.shape_text if inst.shape_text is not None else inst.shape.to_text()
+    # A result shape the source left out stays out: XLA's parser infers it (and may
+    # correct an inconsistent hand-written operand shape while doing so).
+    shape = f"{inst.shape_text} " if inst.shape_text is not None else ""
     return (
-        f"{root}{pct}{inst.name} = {shape} {inst.opcode}({format_operands(inst)})"
+        f"{root}{pct}{inst.name} = {shape}{inst.opcode}({format_operands(inst)})"
         f"{format_attributes(inst)}"
     )
 
@@ -79,8 +81,13 @@ def format_computation_head(comp: HloComputation) -> str:
         return comp._head
     lead = "\n\n"
     if comp._head is not None:
-        stripped = comp._head.lstrip()
-        lead = comp._head[: len(comp._head) - len(stripped)]
+        # Keep the whitespace and comments (lit CHECK lines) before the header.
+        from .lexer import ScanError, skip_trivia
+
+        try:
+            lead = comp._head[: skip_trivia(comp._head, 0)]
+        except ScanError:
+            lead = comp._head[: len(comp._head) - len(comp._head.lstrip())]
     entry = "ENTRY " if comp.is_entry else ""
     pct = "%" if comp._percent else ""
     sig = _signature(comp) if comp.has_signature else ""

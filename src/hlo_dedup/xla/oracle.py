@@ -35,6 +35,8 @@ __all__ = [
     "compare_results",
     "module_proto_to_text",
     "run_module",
+    "run_modules",
+    "child_device_count",
     "text_to_module_proto",
     "xla_canonical_text",
     "xla_reparse_equal",
@@ -176,47 +178,103 @@ def _child_env(num_devices: int) -> dict[str, str]:
 
 
 def run_module(
-    hlo_text: str, *, seed: int = 0, num_devices: int | None = None, timeout: float = 300
+    hlo_text: str,
+    *,
+    seed: int = 0,
+    num_devices: int | None = None,
+    spmd: bool | None = None,
+    timeout: float = 300,
 ) -> RunResult:
     """Compile and run ``hlo_text`` on XLA:CPU in a child process, feeding seeded random inputs.
 
     Devices are ``replica_count * num_partitions`` from the header (see ``_device_layout``), or
     ``num_devices`` if given. With several partitions, text carrying ``xla.sdy.`` attributes is
     partitioned by Shardy, other text by GSPMD, and text whose ENTRY is named ``*_spmd`` (already
-    partitioned) runs with the partitioner passes disabled. Inputs depend only on ``seed``, the
-    parameter's index and shape (and the device, where each device gets its own), so a module before
-    and after a rewrite that keeps the entry signature gets identical inputs. Every failure — XLA's
+    partitioned) runs with the partitioner passes disabled; ``spmd=True`` / ``False`` overrides that
+    guess (partition it / it is already per-device). Inputs depend only on ``seed``, the parameter's
+    index and shape (and the device, where each device gets its own), so a module before and after
+    a rewrite that keeps the entry signature gets identical inputs. Every failure — XLA's
     parse/compile/run errors, a crash or a timeout of the child — is an :class:`XlaError` carrying
     XLA's message.
     """
-    replicas, partitions = _device_layout(hlo_text, num_devices)
-    request = {"text": hlo_text, "seed": seed, "replicas": replicas, "partitions": partitions}
+    (outcome,) = run_modules([(hlo_text, seed)], num_devices=num_devices, spmd=spmd, timeout=timeout)
+    if isinstance(outcome, XlaError):
+        raise outcome
+    return outcome
+
+
+def run_modules(
+    jobs: list[tuple[str, int]] | tuple[tuple[str, int], ...],
+    *,
+    num_devices: int | None = None,
+    spmd: bool | None = None,
+    timeout: float = 300,
+) -> list[RunResult | XlaError]:
+    """Run several ``(hlo_text, seed)`` jobs as :func:`run_module` does, sharing one child process.
+
+    The child gets as many virtual devices as the largest job needs (:func:`child_device_count`);
+    each job runs on the first ``replica_count * num_partitions`` of them. Each job yields its
+    :class:`RunResult` or the :class:`XlaError` it raised; a crash or timeout of the child is
+    charged to the job that was running, and the jobs after it get a fresh child. ``timeout``
+    applies per job.
+    """
+    layouts = [_device_layout(text, num_devices) for text, _ in jobs]
+    devices = max((r * p for r, p in layouts), default=1)
+    outcomes: list[RunResult | XlaError] = []
+    while len(outcomes) < len(jobs):
+        done = len(outcomes)
+        outcomes.extend(_run_in_child(jobs[done:], layouts[done:], devices, spmd, timeout))
+    return outcomes
+
+
+def child_device_count(texts: Any, num_devices: int | None = None) -> int:
+    """Virtual devices of the child :func:`run_modules` starts for these module texts."""
+    return max((r * p for r, p in (_device_layout(t, num_devices) for t in texts)), default=1)
+
+
+def _run_in_child(
+    jobs: Any, layouts: list[tuple[int, int]], devices: int, spmd: bool | None, timeout: float
+) -> list[RunResult | XlaError]:
+    """Run ``jobs`` in one child with ``devices`` virtual devices; an outcome for at least the first job."""
+    requests = [
+        {"text": text, "seed": seed, "replicas": r, "partitions": p, "spmd": spmd}
+        for (text, seed), (r, p) in zip(jobs, layouts)
+    ]
     with tempfile.TemporaryDirectory(prefix="hlo-dedup-xla-") as tmp:
-        result_path = Path(tmp) / "result.pickle"
+        result_dir = Path(tmp)
+        crash: XlaError | None = None
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "hlo_dedup.xla.oracle", str(result_path)],
-                input=pickle.dumps(request),
+                [sys.executable, "-m", "hlo_dedup.xla.oracle", str(result_dir)],
+                input=pickle.dumps(requests),
                 capture_output=True,
-                env=_child_env(replicas * partitions),
-                timeout=timeout,
+                env=_child_env(devices),
+                timeout=timeout * len(requests),
             )
         except subprocess.TimeoutExpired:
-            raise XlaError(f"XLA:CPU run did not finish within {timeout} s") from None
-        if not result_path.exists():
+            crash = XlaError(f"XLA:CPU run did not finish within {timeout} s")
+        else:
             stderr = proc.stderr.decode(errors="replace").strip().splitlines()
             tail = "\n".join(stderr[-_CRASH_TAIL_LINES:])
-            raise XlaError(f"XLA:CPU child process crashed (exit code {proc.returncode}):\n{tail}")
-        reply = pickle.loads(result_path.read_bytes())
-    if "error" in reply:
-        raise XlaError(reply["error"])
-    return RunResult(
-        outputs=tuple(reply["outputs"]),
-        num_replicas=replicas,
-        num_partitions=partitions,
-        per_device=reply["per_device"],
-        seed=seed,
-    )
+            crash = XlaError(f"XLA:CPU child process crashed (exit code {proc.returncode}):\n{tail}")
+        outcomes: list[RunResult | XlaError] = []
+        for index, ((_, seed), (r, p)) in enumerate(zip(jobs, layouts)):
+            path = result_dir / f"result-{index}.pickle"
+            if not path.exists():
+                outcomes.append(crash)  # the job that was running when the child died or timed out
+                break
+            reply = pickle.loads(path.read_bytes())
+            if "error" in reply:
+                outcomes.append(XlaError(reply["error"]))
+            else:
+                outcomes.append(RunResult(
+                    outputs=tuple(reply["outputs"]),
+                    num_replicas=r,
+                    num_partitions=p,
+                    per_device=reply["per_device"],
+                    seed=seed,
+                ))
+    return outcomes
 
 
 def _bits(array: np.ndarray) -> np.ndarray:
@@ -295,15 +353,20 @@ def _execute(request: dict[str, Any]) -> dict[str, Any]:
     from jax._src.sharding_impls import GSPMDSharding
 
     jax.config.update("jax_enable_x64", True)  # else device_put silently narrows f64/s64/u64/c128 inputs
-    lapack._lapack.initialize()  # LAPACK custom-calls abort without it
+    if not getattr(_execute, "lapack_ready", False):
+        lapack._lapack.initialize()  # LAPACK custom-calls abort without it
+        _execute.lapack_ready = True  # type: ignore[attr-defined]
     text, seed = request["text"], request["seed"]
     replicas, partitions = request["replicas"], request["partitions"]
     num_devices = replicas * partitions
     if jax.device_count() < num_devices:
         raise XlaError(f"module needs {num_devices} devices, XLA:CPU has {jax.device_count()}")
     devices = tuple(jax.devices()[:num_devices])
-    entry = _ENTRY_NAME.search(text)
-    already_partitioned = bool(entry and entry.group(1).endswith("_spmd"))
+    if request.get("spmd") is None:
+        entry = _ENTRY_NAME.search(text)
+        already_partitioned = bool(entry and entry.group(1).endswith("_spmd"))
+    else:
+        already_partitioned = not request["spmd"]
     spmd = partitions > 1 and not already_partitioned
 
     proto = _parse(text).as_serialized_hlo_module_proto()
@@ -346,12 +409,18 @@ def _execute(request: dict[str, Any]) -> dict[str, Any]:
         if spmd:
             shardings = executable.get_output_shardings()
             for shards, shape, sharding in zip(per_output, result_shapes, shardings):
+                if shape.is_token():  # a token carries no value: compare it as an empty array
+                    outputs.append(np.zeros((0,), np.uint8))
+                    continue
                 whole = jax.make_array_from_single_device_arrays(
                     tuple(shape.dimensions()), GSPMDSharding(devices, sharding), shards
                 )
                 outputs.append(np.asarray(whole))
         else:
-            for shards in per_output:
+            for shards, shape in zip(per_output, result_shapes):
+                if shape.is_token():
+                    outputs.append(np.zeros((0,), np.uint8))
+                    continue
                 ordered = sorted(shards, key=lambda a: next(iter(a.devices())).id)
                 stacked = np.stack([np.asarray(a) for a in ordered])
                 outputs.append(stacked if num_devices > 1 else stacked[0])
@@ -360,16 +429,21 @@ def _execute(request: dict[str, Any]) -> dict[str, Any]:
     return {"outputs": outputs, "per_device": num_devices > 1 and not spmd}
 
 
-def _child_main(result_path: str) -> None:
-    """Child side of :func:`run_module`: request on stdin, reply pickled to ``result_path``."""
-    request = pickle.loads(sys.stdin.buffer.read())
-    try:
-        reply = _execute(request)
-    except XlaError as exc:
-        reply = {"error": str(exc)}
-    except Exception as exc:  # anything else jax raises still goes back as a message, not a traceback
-        reply = {"error": f"{type(exc).__name__}: {exc}"}
-    Path(result_path).write_bytes(pickle.dumps(reply))
+def _child_main(result_dir: str) -> None:
+    """Child side of :func:`run_modules`: requests on stdin, one reply per job pickled to
+    ``result_dir/result-<i>.pickle`` as soon as it is known (so a later crash keeps earlier replies)."""
+    requests = pickle.loads(sys.stdin.buffer.read())
+    for index, request in enumerate(requests):
+        try:
+            reply = _execute(request)
+        except XlaError as exc:
+            reply = {"error": str(exc)}
+        except Exception as exc:  # anything else jax raises still goes back as a message, not a traceback
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        path = Path(result_dir) / f"result-{index}.pickle"
+        partial = path.with_suffix(".partial")
+        partial.write_bytes(pickle.dumps(reply))
+        partial.replace(path)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,239 @@
+"""Reading and writing modules in hlo-opt's formats: HLO text, binary and text protos.
+
+Input formats (`--format`, hlo-opt's names):
+
+* `hlo` / `txt` — HLO text, parsed by hlo_dedup's own parser (unchanged parts print back
+  byte for byte).
+* `pb` — a binary `HloSnapshot`, `HloProto` or `HloModuleProto`, tried in that order as
+  hlo-opt does. XLA (jaxlib) prints the module as HLO text, which is then parsed.
+* `pbtxt` — the same three containers in protobuf text format.
+
+Without `--format` the format comes from the extension (`.pb` → pb, `.pbtxt`/`.textproto` →
+pbtxt) and otherwise from the content: NxD-Inference writes binary `HloModuleProto`s named
+`graph.hlo`, so a `.hlo` file (or stdin) that is not text is read as a proto.
+
+Output formats: `hlo` (text), `pb` (binary `HloModuleProto`, what neuronx-cc takes) and
+`pbtxt` (text-format `HloModuleProto`). Proto output goes through XLA's parser, so only one
+module can be written per file; the header's `replica_count`/`num_partitions` belong to
+XLA's module config, not to `HloModuleProto`, and are not kept there.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+from typing import BinaryIO, Sequence
+
+from ..ir.module import HloModule
+from ..text import HloParseError, parse_module, parse_modules
+from . import proto
+from .files import write_atomic
+
+INPUT_FORMATS: tuple[str, ...] = ("hlo", "txt", "pb", "pbtxt")
+OUTPUT_FORMATS: tuple[str, ...] = ("hlo", "pb", "pbtxt")
+STDIO = "-"
+
+_PB_SUFFIXES = (".pb",)
+_PBTXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb", ".prototxt")
+_SPLIT_LINE = re.compile(r"^// -----[ \t]*$", re.M)
+_PBTXT_START = re.compile(r"\A(?:\s*#[^\n]*\n)*\s*(?:name|entry_computation_name|computations|hlo_module|hlo|id)\s*[:{]")
+
+
+class FormatError(ValueError):
+    """An input or output problem that is not an HLO text syntax error; `format()` gives one line."""
+
+    def __init__(self, filename: str, message: str, line: int = 0, column: int = 0) -> None:
+        self.filename = filename
+        self.message = message
+        self.line = line
+        self.column = column
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        where = f"{self.filename}:{self.line}:{self.column}" if self.line else self.filename
+        return f"{where}: error: {self.message}"
+
+
+def display_name(path: str | os.PathLike[str]) -> str:
+    return "<stdin>" if str(path) == STDIO else str(path)
+
+
+# ------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_source(path: str | os.PathLike[str], stdin: BinaryIO | None = None) -> bytes:
+    """The raw bytes of a file, or of standard input for `-`."""
+    if str(path) == STDIO:
+        return (stdin or sys.stdin.buffer).read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _looks_binary(data: bytes) -> bool:
+    head = data[:4096]
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(head) - 4  # a character cut by the 4 KiB window is fine
+    return any(b < 0x09 or 0x0E <= b < 0x20 for b in head)
+
+
+def detect_format(path: str | os.PathLike[str], data: bytes) -> str:
+    """hlo, pb or pbtxt, from the extension where it is unambiguous, else from the content."""
+    name = str(path).lower()
+    if name.endswith(_PB_SUFFIXES):
+        return "pb"
+    if name.endswith(_PBTXT_SUFFIXES):
+        return "pbtxt"
+    if _looks_binary(data):
+        return "pb"
+    if _PBTXT_START.match(data[:4096].decode("utf-8", "replace")):
+        return "pbtxt"
+    return "hlo"
+
+
+def _check_no_marker(text: str, filename: str) -> None:
+    m = _SPLIT_LINE.search(text)
+    if m is not None:
+        line = text.count("\n", 0, m.start()) + 1
+        raise HloParseError(
+            "'// -----' separator found in input, but --split-input-file not specified",
+            filename=filename, line=line, column=1,
+        )
+
+
+def modules_from_bytes(
+    data: bytes,
+    filename: str,
+    *,
+    spmd: bool = True,
+    format: str | None = None,
+    split_input_file: bool = True,
+) -> list[HloModule]:
+    """Parse `data` (named `filename` in errors) in `format` (None: detect)."""
+    fmt = format or detect_format(filename, data)
+    if fmt not in INPUT_FORMATS:
+        raise FormatError(filename, f"unknown input format {fmt!r} (expected one of {', '.join(INPUT_FORMATS)})")
+    if fmt in ("hlo", "txt"):
+        text = data.decode("utf-8", "surrogateescape")
+        if split_input_file:
+            return parse_modules(text, filename, spmd=spmd)
+        _check_no_marker(text, filename)
+        return [parse_module(text, filename, spmd=spmd)]
+    try:
+        if fmt == "pb":
+            container, module_bytes = proto.unwrap_binary(data)
+        else:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FormatError(filename, f"text proto is not UTF-8 (byte {exc.start})") from None
+            container, module_bytes = proto.parse_text_proto(text)
+        hlo_text = proto.module_bytes_to_hlo_text(module_bytes)
+    except proto.ProtoSupportMissing as exc:
+        raise FormatError(filename, str(exc)) from None
+    except proto.ProtoError as exc:
+        line, column = proto.text_proto_error_location(exc) if fmt == "pbtxt" else (0, 0)
+        raise FormatError(filename, str(exc), line, column) from None
+    # XLA printed this text; errors in it point into that text, so say so.
+    module = parse_module(hlo_text, f"{filename} ({container} as XLA text)", spmd=spmd)
+    module.filename = filename
+    return [module]
+
+
+def read_modules(
+    path: str | os.PathLike[str],
+    spmd: bool = True,
+    format: str | None = None,
+    *,
+    split_input_file: bool = True,
+) -> list[HloModule]:
+    """Every module in a file (`-`: standard input) in any of INPUT_FORMATS.
+
+    HLO text is split on `// -----` lines unless `split_input_file=False`, in which case such
+    a line is an error, as in hlo-opt without `--split-input-file`.
+    """
+    name = display_name(path)
+    try:
+        data = read_source(path)
+    except OSError as exc:
+        raise FormatError(name, exc.strerror or str(exc)) from None
+    return modules_from_bytes(data, name, spmd=spmd, format=format, split_input_file=split_input_file)
+
+
+# ------------------------------------------------------------------------------------------
+# Writing
+
+
+def output_format_for(path: str | os.PathLike[str], format: str | None = None) -> str:
+    """The output format: `format` if given, else from the extension (text by default)."""
+    if format is not None:
+        if format not in OUTPUT_FORMATS:
+            raise FormatError(display_name(path), f"unknown output format {format!r} "
+                              f"(expected one of {', '.join(OUTPUT_FORMATS)})")
+        return format
+    name = str(path).lower()
+    if name.endswith(_PB_SUFFIXES):
+        return "pb"
+    if name.endswith(_PBTXT_SUFFIXES):
+        return "pbtxt"
+    return "hlo"
+
+
+def render_modules(modules: Sequence[HloModule], format: str, filename: str = "<output>") -> bytes:
+    """The bytes to write. Several text modules are joined with a newline, as hlo-opt does;
+    proto formats hold one module."""
+    if format == "hlo":
+        texts = [m.to_text() for m in modules]
+        return "\n".join(texts).encode("utf-8", "surrogateescape")
+    if len(modules) != 1:
+        raise FormatError(filename, f"{format} output holds one module, the input has {len(modules)} "
+                          "(write HLO text, or split the input)")
+    try:
+        module_bytes = proto.hlo_text_to_module_bytes(modules[0].to_text())
+        if format == "pb":
+            return module_bytes
+        return proto.module_bytes_to_text_proto(module_bytes).encode("utf-8")
+    except proto.ProtoSupportMissing as exc:
+        raise FormatError(filename, str(exc)) from None
+    except proto.ProtoError as exc:
+        raise FormatError(filename, str(exc)) from None
+
+
+def write_output(data: bytes, path: str | os.PathLike[str], stdout: BinaryIO | None = None) -> None:
+    """Write `data` atomically to `path`, or to standard output for `-`."""
+    if str(path) == STDIO:
+        out = stdout or sys.stdout.buffer
+        if isinstance(out, io.TextIOBase):  # a text stream without a buffer (tests, notebooks)
+            out.write(data.decode("utf-8", "surrogateescape"))
+        else:
+            out.write(data)
+        out.flush()
+        return
+    write_atomic(path, data)
+
+
+def write_module(module: HloModule, path: str | os.PathLike[str], format: str | None = None) -> None:
+    """Write one module atomically (`-`: standard output) as text, `.pb` or `.pbtxt`."""
+    fmt = output_format_for(path, format)
+    write_output(render_modules([module], fmt, display_name(path)), path)
+
+
+__all__ = [
+    "INPUT_FORMATS",
+    "OUTPUT_FORMATS",
+    "FormatError",
+    "detect_format",
+    "modules_from_bytes",
+    "output_format_for",
+    "read_modules",
+    "read_source",
+    "render_modules",
+    "write_module",
+    "write_output",
+]

@@ -1,0 +1,239 @@
+"""HLO protos: `HloModuleProto`, and the `HloProto` / `HloSnapshot` wrappers XLA dumps write.
+
+Who does what:
+
+* **Module <-> HLO text** is jaxlib's own C++ (`hlo_dedup.xla.module_proto_to_text` /
+  `text_to_module_proto`): XLA reads and writes its proto, we never re-implement it.
+* **The wrappers** jaxlib rejects are peeled with the `protobuf` package. Both hold the
+  module's bytes in field 1 (`HloProto.hlo_module = 1`, `HloSnapshot.hlo = 1` holding an
+  `HloProto`). Message classes for exactly those fields are built at run time from a
+  `FileDescriptorProto` defined below (`descriptor_pb2` + `message_factory`), with the module
+  declared as `bytes`: a length-delimited field reads the same whether the schema calls it a
+  message or bytes, so we get the module's exact bytes without knowing its schema, and every
+  other field (buffer assignment, snapshot arguments) stays an unknown field we ignore.
+* **Text protos (`pbtxt`)** need the whole schema, because text format names every field.
+  `hlo_dedup.io.hlo_schema` holds a generated table of the messages reachable from
+  `HloSnapshot` (field names, numbers, types, enum values and oneofs of jaxlib's own
+  `xla/service/hlo.proto` and `xla/xla_data.proto`); `google.protobuf.text_format` parses and
+  prints with classes built from it, and the module's binary form then goes through jaxlib.
+
+Like hlo-opt's loader, input is tried as HloSnapshot, then HloProto, then HloModuleProto; because
+protobuf parsing is lenient, a container is accepted only if what it holds looks like a module
+(valid UTF-8 names and at least one named computation), and jaxlib has the last word.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+INSTALL_HINT = "pip install 'hlo-dedup[xla]'"
+
+#: hlo-opt's order (xla/tools/hlo_module_loader.cc `LoadModuleFromData`).
+CONTAINERS: tuple[str, ...] = ("HloSnapshot", "HloProto", "HloModuleProto")
+
+
+class ProtoError(ValueError):
+    """The bytes or text are not an HLO proto container XLA accepts."""
+
+
+class ProtoSupportMissing(ImportError):
+    """protobuf or jax/jaxlib (the `xla` extra) is not installed."""
+
+    def __init__(self, what: str, detail: str = "") -> None:
+        message = f"{what} needs jax, jaxlib and protobuf: {INSTALL_HINT}"
+        super().__init__(f"{message} ({detail})" if detail else message)
+
+
+# ------------------------------------------------------------------------------------------
+# Wire-level wrappers (binary)
+
+
+@functools.lru_cache(maxsize=None)
+def _wire_classes() -> dict[str, Any]:
+    """Message classes for the few fields we read, from a descriptor defined here."""
+    try:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    except ImportError as exc:
+        raise ProtoSupportMissing("reading HLO protos", str(exc)) from None
+
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="hlo_dedup/wire.proto", package="hlo_dedup.wire", syntax="proto3"
+    )
+
+    def message(name: str, *fields: tuple[str, int, int, int, str]) -> None:
+        msg = fdp.message_type.add(name=name)
+        for fname, number, ftype, label, type_name in fields:
+            field = msg.field.add(name=fname, number=number, type=ftype, label=label)
+            if type_name:
+                field.type_name = type_name
+
+    opt, rep = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    # HloProto { HloModuleProto hlo_module = 1; } read as bytes (wire-compatible).
+    message("HloProto", ("hlo_module", 1, F.TYPE_BYTES, opt, ""))
+    # HloSnapshot { HloProto hlo = 1; }
+    message("HloSnapshot", ("hlo", 1, F.TYPE_MESSAGE, opt, ".hlo_dedup.wire.HloProto"))
+    # Probes that check that bytes look like an HloModuleProto (strings must be UTF-8).
+    message("ComputationProbe", ("name", 1, F.TYPE_STRING, opt, ""))
+    message(
+        "ModuleProbe",
+        ("name", 1, F.TYPE_STRING, opt, ""),
+        ("entry_computation_name", 2, F.TYPE_STRING, opt, ""),
+        ("computations", 3, F.TYPE_MESSAGE, rep, ".hlo_dedup.wire.ComputationProbe"),
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return {
+        m.name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"hlo_dedup.wire.{m.name}"))
+        for m in fdp.message_type
+    }
+
+
+def _decode(cls: Any, data: bytes) -> Any | None:
+    from google.protobuf.message import DecodeError
+
+    try:
+        return cls.FromString(data)
+    except (DecodeError, ValueError, RuntimeError):
+        return None
+
+
+def looks_like_module(data: bytes) -> bool:
+    """True if `data` parses as an HloModuleProto with at least one named computation."""
+    if not data:
+        return False
+    probe = _decode(_wire_classes()["ModuleProbe"], data)
+    return probe is not None and len(probe.computations) > 0 and all(c.name for c in probe.computations)
+
+
+def _module_bytes_in(container: str, data: bytes) -> bytes | None:
+    classes = _wire_classes()
+    if container == "HloModuleProto":
+        return data
+    if container == "HloProto":
+        msg = _decode(classes["HloProto"], data)
+        return None if msg is None else msg.hlo_module
+    msg = _decode(classes["HloSnapshot"], data)
+    return None if msg is None or not msg.HasField("hlo") else msg.hlo.hlo_module
+
+
+def unwrap_binary(data: bytes) -> tuple[str, bytes]:
+    """(container name, serialized HloModuleProto) of a binary HloSnapshot/HloProto/HloModuleProto."""
+    if not data:
+        raise ProtoError("empty input is not an HLO proto")
+    for container in CONTAINERS:
+        module = _module_bytes_in(container, data)
+        if module is not None and looks_like_module(module):
+            return container, module
+    raise ProtoError("not a binary HloSnapshot, HloProto or HloModuleProto (no module with computations found)")
+
+
+# ------------------------------------------------------------------------------------------
+# Text protos (pbtxt), through the generated schema table
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_classes() -> dict[str, Any]:
+    try:
+        from google.protobuf import descriptor_pool, message_factory
+    except ImportError as exc:
+        raise ProtoSupportMissing("text protos (pbtxt)", str(exc)) from None
+    from . import hlo_schema
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(hlo_schema.file_descriptor_proto())
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"xla.{name}"))
+        for name in ("HloModuleProto", "HloProto", "HloSnapshot")
+    }
+
+
+def _text_error(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def parse_text_proto(text: str) -> tuple[str, bytes]:
+    """(container name, serialized HloModuleProto) of a text-format HloSnapshot/HloProto/HloModuleProto.
+
+    On failure the error of the HloModuleProto attempt is reported (as `line:col: message`),
+    since that is the container most hand-written or converted files are.
+    """
+    from google.protobuf import text_format
+
+    classes = _schema_classes()
+    errors: dict[str, Exception] = {}
+    for container in CONTAINERS:
+        msg = classes[container]()
+        try:
+            text_format.Parse(text, msg)
+        except text_format.ParseError as exc:
+            errors[container] = exc
+            continue
+        if container == "HloSnapshot":
+            if not msg.HasField("hlo") or not msg.hlo.HasField("hlo_module"):
+                continue
+            module = msg.hlo.hlo_module
+        elif container == "HloProto":
+            if not msg.HasField("hlo_module"):
+                continue
+            module = msg.hlo_module
+        else:
+            module = msg
+        if not module.computations:
+            continue
+        return container, module.SerializeToString()
+    err = errors.get("HloModuleProto")
+    if err is not None:
+        raise ProtoError(f"not a text HloSnapshot, HloProto or HloModuleProto: {_text_error(err)}")
+    raise ProtoError("text proto holds no HLO module with computations")
+
+
+def text_proto_error_location(exc: ProtoError) -> tuple[int, int]:
+    """Line and column a text-proto error names (`N:M : ...`), or (0, 0)."""
+    import re
+
+    m = re.search(r"\b(\d+):(\d+)\s*:", str(exc))
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def module_bytes_to_text_proto(module: bytes) -> str:
+    """The HloModuleProto as a text proto (protobuf's text format, as XLA's DebugString)."""
+    from google.protobuf import text_format
+
+    msg = _schema_classes()["HloModuleProto"].FromString(module)
+    return text_format.MessageToString(msg)
+
+
+# ------------------------------------------------------------------------------------------
+# Module <-> HLO text, through jaxlib
+
+
+def _xla(what: str) -> Any:
+    try:
+        from hlo_dedup.xla import oracle
+    except ImportError:  # XlaUnavailableError is an ImportError
+        raise ProtoSupportMissing(what) from None
+    return oracle
+
+
+def module_bytes_to_hlo_text(module: bytes) -> str:
+    """XLA's HLO text of a serialized HloModuleProto (raises ProtoError if XLA rejects it)."""
+    oracle = _xla("reading HLO protos")
+    from hlo_dedup.xla import XlaError
+
+    try:
+        return oracle.module_proto_to_text(module)
+    except XlaError as exc:
+        raise ProtoError(f"XLA rejected the HloModuleProto: {_text_error(exc)}") from None
+
+
+def hlo_text_to_module_bytes(text: str) -> bytes:
+    """Serialized HloModuleProto of HLO text, by XLA's parser (raises ProtoError if XLA rejects it)."""
+    oracle = _xla("writing HLO protos")
+    from hlo_dedup.xla import XlaError
+
+    try:
+        return oracle.text_to_module_proto(text)
+    except XlaError as exc:
+        raise ProtoError(f"XLA could not parse the module to write it as a proto: {_text_error(exc)}") from None
