@@ -3,7 +3,8 @@
     hlo-dedup [INPUT|-] [-o OUTPUT] [--passes=p1,p2,...] [--list-passes]
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
-              [--strict] [--spmd | --no-spmd]
+              [--strict] [--spmd | --no-spmd] [--verify]
+    hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--json]
 
 Exit status: 0 success; 1 a pass failed (e.g. a RET_CHECK) — nothing is written; 2 a usage,
 I/O or parse error, reported on one line (`file:line:col: error: ...` for HLO text).
@@ -106,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="refuse hazardous all-gather folds (and report them as refused)")
     parser.add_argument("--spmd", action=argparse.BooleanOptionalAction, default=True,
                         help="read modules as SPMD programs (default); --no-spmd is XLA's text-loader default")
+    parser.add_argument("--verify", action="store_true",
+                        help="before writing, run input and output on XLA:CPU and require bitwise-equal "
+                             "results (needs the xla extra); a difference is exit 1, nothing written")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -174,6 +178,8 @@ class _Run:
                 raise FormatError(display_name(args.output), f"{out_fmt} output holds one module, "
                                   f"the input has {len(modules)} (write HLO text instead)")
 
+            befores = [m.to_text() for m in modules] if args.verify else []
+
             # --- passes
             steps = [f"{m.name}: {p}" for m in modules for p in passes]
             progress.phase(steps[0] if steps else "passes", total=len(steps))
@@ -216,6 +222,8 @@ class _Run:
                 rendered = time.perf_counter() - t0
 
         # The display is gone before anything is written (stdout may be the same terminal).
+        if failure is None and args.verify:
+            failure = self.verify(befores, modules)
         if failure is not None:
             self.error(failure)
             return EXIT_PASS_FAILED
@@ -236,6 +244,18 @@ class _Run:
         self.stderr.write(report.summary())
         self.stderr.flush()
         return EXIT_OK
+
+    def verify(self, befores: list[str], modules: list) -> str | None:
+        """`--verify`: the rewrite must compute bitwise what the input computed."""
+        from .cli_verify import verify_output
+
+        for before, module in zip(befores, modules):
+            status = verify_output(before, module.to_text(), stream=self.stderr, label=f"verify {module.name}")
+            if status == 1:
+                return f"{display_name(self.args.input)}: error: --verify: module {module.name} computes different results after the passes; nothing written"
+            if status == 2:
+                return f"{display_name(self.args.input)}: error: --verify: module {module.name} could not be run on XLA:CPU; nothing written"
+        return None
 
     def stdin_buffer(self):
         return getattr(self.stdin, "buffer", self.stdin)
@@ -260,11 +280,16 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] == "verify":
+        from . import cli_verify
+
+        return cli_verify.main(arguments[1:], stdout=stdout, stderr=stderr)
     parser = build_parser()
     runner = _Run(argparse.Namespace(v=0), stdin, stdout, stderr)
     try:
         try:
-            args = parser.parse_args(argv)
+            args = parser.parse_args(arguments)
         except SystemExit as exc:  # --help / --version
             return int(exc.code or 0)
         runner.args = args

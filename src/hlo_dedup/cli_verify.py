@@ -32,7 +32,8 @@ Wiring (the main CLI, ``hlo_dedup/cli.py``, owns the dispatch)::
         ...write the output...
 
 ``verify_output`` prints to ``stderr`` by default so that it never mixes with HLO written to
-stdout.
+stdout. For a file of several modules, ``semantic_check.verify_many`` checks all the pairs in one
+XLA child process (much faster than one ``verify_output`` call per module).
 """
 
 from __future__ import annotations

@@ -200,7 +200,8 @@ def mesh_texts(draw: st.DrawFn) -> str:
         if choice == "full":
             refs.append(f"'{names[i]}'")
         elif choice == "sub" and sizes[i] == 8:
-            for pre, size in draw(st.sampled_from([[(1, 2)], [(2, 2)], [(4, 2)], [(1, 4)], [(2, 4)], [(1, 2), (4, 2)]])):
+            subs = [[(1, 2)], [(2, 2)], [(4, 2)], [(1, 4)], [(2, 4)], [(1, 2), (4, 2)]]
+            for pre, size in draw(st.sampled_from(subs)):
                 refs.append(f"'{names[i]}':({pre}){size}")
     refs = draw(st.permutations(refs))
     devices = ""

@@ -183,7 +183,9 @@ def test_primitive_type_names_match_reference() -> None:
         (P.OPAQUE, False, False, False, 0),
     ],
 )
-def test_primitive_type_properties(t: PrimitiveType, floating: bool, complex_: bool, integral: bool, bits: int) -> None:
+def test_primitive_type_properties(
+    t: PrimitiveType, floating: bool, complex_: bool, integral: bool, bits: int
+) -> None:
     assert (t.is_floating, t.is_complex, t.is_integral, t.bit_width) == (floating, complex_, integral, bits)
 
 
@@ -349,7 +351,8 @@ def test_arbitrary_text_only_raises_shape_syntax_error(text: str) -> None:
 def test_mutated_text_only_raises_shape_syntax_error(shape: Shape, data: st.DataObject) -> None:
     text = shape.to_text()
     i = data.draw(st.integers(0, len(text)))
-    mutated = text[:i] + data.draw(st.sampled_from(["", "(", ")", "{", "}", ",", ":", "[", "-", "*", "x"])) + text[i + 1 :]
+    junk = data.draw(st.sampled_from(["", "(", ")", "{", "}", ",", ":", "[", "-", "*", "x"]))
+    mutated = text[:i] + junk + text[i + 1 :]
     try:
         parse_shape(mutated)
     except ShapeSyntaxError:
@@ -498,7 +501,10 @@ def small_shapes() -> st.SearchStrategy[Shape]:
         st.booleans(),
         layout,
     )
-    return st.recursive(arr | st.just(Shape(P.TOKEN)), lambda k: st.lists(k, max_size=3).map(Shape.tuple_of), max_leaves=4)
+    def tuples(kids: st.SearchStrategy[Shape]) -> st.SearchStrategy[Shape]:
+        return st.lists(kids, max_size=3).map(Shape.tuple_of)
+
+    return st.recursive(arr | st.just(Shape(P.TOKEN)), tuples, max_leaves=4)
 
 
 @settings(max_examples=500)

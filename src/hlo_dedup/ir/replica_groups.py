@@ -110,7 +110,7 @@ def parse_replica_groups(text: str) -> ReplicaGroups:
 # ----------------------------------------------------------------------------
 
 
-def iota_transposed(reshape_dims: tuple[int, ...], perm: tuple[int, ...]) -> list[int]:
+def _iota_transposed(reshape_dims: tuple[int, ...], perm: tuple[int, ...]) -> list[int]:
     """``iota(N)`` reshaped to ``reshape_dims``, transposed by ``perm``, flattened."""
     strides = [1] * len(reshape_dims)
     for d in range(len(reshape_dims) - 2, -1, -1):
@@ -131,10 +131,6 @@ class _AxisRef:
     index: int
     pre_size: int = 1
     size: int | None = None  # None: the whole axis
-
-    @property
-    def is_sub_axis(self) -> bool:
-        return self.size is not None
 
 
 def _validate_axis_refs(refs: list[_AxisRef], sizes: tuple[int, ...], names: list[str]) -> None:
@@ -165,7 +161,7 @@ def _validate_axis_refs(refs: list[_AxisRef], sizes: tuple[int, ...], names: lis
             if max(a.pre_size, b.pre_size) % min(a_next, b_next):
                 raise ReplicaGroupsError(f"axes cannot coexist: {show(a)}, {show(b)}")
     for a, b in zip(refs, refs[1:]):
-        if a.index == b.index and a.size is not None and b.size is not None and a.pre_size * a.size == b.pre_size:
+        if a.index == b.index and a.size and b.size and a.pre_size * a.size == b.pre_size:
             raise ReplicaGroupsError(f"adjacent axes can be merged: {show(a)}, {show(b)}")
 
 
@@ -223,7 +219,7 @@ def _mesh_groups(sizes: tuple[int, ...], devices: list[int], refs: list[_AxisRef
         grouped_dims.append(split[r.index][1][k] + offsets[r.index])
     perm = [d for d in range(len(new_dims)) if d not in grouped_dims] + grouped_dims
 
-    order = iota_transposed(tuple(new_dims), tuple(perm))
+    order = _iota_transposed(tuple(new_dims), tuple(perm))
     flat = [devices[i] for i in order]
     group_size = math.prod((r.size if r.size is not None else sizes[r.index]) for r in refs)
     return _chunk(flat, group_size, len(flat) // group_size)
@@ -346,7 +342,7 @@ class _Parser:
                 f"not {shape[0]}x{shape[1]}",
                 start,
             )
-        return _chunk(iota_transposed(dims, perm), shape[1], shape[0])
+        return _chunk(_iota_transposed(dims, perm), shape[1], shape[0])
 
     def name(self, context: str) -> str:
         """A quoted (escaped) or bare axis name."""
@@ -421,7 +417,7 @@ class _Parser:
             self.expect(")", "to end device_ids")
             if math.prod(dims) != total:
                 raise self.error(f"device_ids iota holds {math.prod(dims)} devices, mesh has {total}", start)
-            return iota_transposed(dims, perm)
+            return _iota_transposed(dims, perm)
         ids: list[int] = []
         if not self.eat(")"):
             ids.append(self.integer("in device_ids"))

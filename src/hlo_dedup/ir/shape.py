@@ -415,16 +415,12 @@ _MAX_DEPTH = 200  # nesting of tuples/buffers/physical shapes; keeps clear of Re
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
-# Whole text is a plain array shape: the overwhelmingly common case.
-_FAST_SHAPE_RE = re.compile(
-    r"([a-z][a-z0-9]*)\[((?:(?:<=)?\d{1,18}|\?)(?:,(?:(?:<=)?\d{1,18}|\?))*)?\]"
-    r"(?:\{(\d{1,18}(?:,\d{1,18})*)\})?"
-)
-# Element type and compact dimension list at the current position.
-_FAST_ARRAY_RE = re.compile(
-    r"([a-z][a-z0-9]*)\[((?:(?:<=)?\d{1,18}|\?)(?:,(?:(?:<=)?\d{1,18}|\?))*)?\]"
-)
+# Compact "type[dims]" and "{m2m}" with at most 18 digits per number (so no
+# int64 range check is needed); anything else takes the general parser.
+_FAST_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[((?:(?:<=)?\d{1,18}|\?)(?:,(?:(?:<=)?\d{1,18}|\?))*)?\]")
 _FAST_LAYOUT_RE = re.compile(r"\{(\d{1,18}(?:,\d{1,18})*)\}")
+# The whole text is a plain array shape: the overwhelmingly common case.
+_FAST_SHAPE_RE = re.compile(_FAST_ARRAY_RE.pattern + "(?:" + _FAST_LAYOUT_RE.pattern + ")?")
 _SKIP_RE = re.compile(r"(?:[ \t\r\n]+|/\*.*?\*/|//[^\n]*)*", re.S)
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _INT_RE = re.compile(r"-?[0-9]+")
