@@ -339,6 +339,14 @@ class HloInstruction:
         self._text = None
         if self.parent is not None:
             self.parent.mark_changed()
+        # A compact GTE (`%t#0`) or a nested operand is printed inside its users' lines.
+        if self.compact_gte_base is not None:
+            for user in self._users:
+                if user._text is not None or user.compact_gte_base is not None:
+                    user.mark_changed()
+        host = self.host
+        if host is not None and host._text is not None:
+            host.mark_changed()
 
     def add_user(self, user: HloInstruction) -> None:
         self._users[user] = None

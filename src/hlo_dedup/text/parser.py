@@ -25,6 +25,8 @@ from .lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split
 
 _PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
+_SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
 
 _FAST = re.compile(
@@ -307,20 +309,34 @@ class _Parser:
         if not comp._instructions:
             raise self.error(offset, f"computation {comp.name!r} has no instructions")
         if len(state.roots) > 1:
-            raise self.error(offset, f"computation {comp.name!r} has more than one ROOT")
+            second = state.roots[1]
+            raise self.error(
+                second.offset if second.offset >= 0 else offset,
+                f"computation {comp.name!r} has more than one ROOT (first: {state.roots[0].name!r})",
+            )
         comp.root = state.roots[0] if state.roots else list(comp._instructions)[-1]
         params: dict[int, HloInstruction] = {}
         for inst in comp._instructions:
             if inst.opcode == "parameter":
+                at = inst.offset if inst.offset >= 0 else offset
                 try:
                     number = int(inst.payload or "")
                 except ValueError:
-                    raise self.error(offset, f"parameter {inst.name!r} needs a number") from None
+                    raise self.error(at, f"parameter {inst.name!r} needs a number") from None
                 if number in params:
-                    raise self.error(offset, f"duplicate parameter number {number} in {comp.name!r}")
+                    raise self.error(
+                        at,
+                        f"duplicate parameter number {number} in {comp.name!r} "
+                        f"({params[number].name!r} has it too)",
+                    )
                 params[number] = inst
         if sorted(params) != list(range(len(params))):
-            raise self.error(offset, f"parameter numbers of {comp.name!r} are not 0..{len(params) - 1}")
+            bad = next(p for n, p in params.items() if n >= len(params))
+            raise self.error(
+                bad.offset if bad.offset >= 0 else offset,
+                f"parameter numbers of {comp.name!r} must be 0..{len(params) - 1}: "
+                f"{bad.name!r} is parameter({bad.payload.strip() if bad.payload else ''})",
+            )
         comp.parameters = [params[i] for i in range(len(params))]
 
     # ------------------------------------------------------------------ body
@@ -332,7 +348,19 @@ class _Parser:
         while True:
             q = skip_trivia(text, pos)
             if q >= n:
-                raise self.error(q, f"missing '}}' closing computation {state.comp.name!r}")
+                last = next(reversed(state.comp._instructions), None)
+                if last is not None and last._text and _SWALLOWED_CLOSE.search(last._text):
+                    raise self.error(
+                        last.offset,
+                        f"unbalanced brackets in instruction {last.name!r}: a value opened here "
+                        f"runs past the '}}' of computation {state.comp.name!r}",
+                    )
+                opened, _ = line_col(text, state.comp.offset)
+                raise self.error(
+                    q,
+                    f"missing '}}' closing computation {state.comp.name!r} "
+                    f"(opened on line {opened + self.first_line - 1})",
+                )
             if text[q] == "}":
                 return pos
             eol = text.find("\n", q)
@@ -360,10 +388,17 @@ class _Parser:
         if tail:
             if tail[0] != "," or tail[-1] in ", \t\r" or "/" in tail and ("//" in tail or "/*" in tail):
                 return None
+            if '"' in tail or "'" in tail:
+                # Brackets inside strings do not count; a stray quote needs the careful reader.
+                tail_bare = _STRING.sub('""', tail)
+                if tail_bare.count('"') % 2 or "'" in tail_bare:
+                    return None
+            else:
+                tail_bare = tail
             if (
-                tail.count("{") != tail.count("}")
-                or tail.count("(") != tail.count(")")
-                or tail.count("[") != tail.count("]")
+                tail_bare.count("{") != tail_bare.count("}")
+                or tail_bare.count("(") != tail_bare.count(")")
+                or tail_bare.count("[") != tail_bare.count("]")
             ):
                 return None
         if opcode in _PAYLOAD_OPCODES:

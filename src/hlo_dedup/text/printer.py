@@ -22,8 +22,13 @@ def operand_reference(inst: HloInstruction, user: HloInstruction) -> str:
     """How `user` names its operand `inst`: `%x`, compact `%t#0`, or old `f32[2]{0} %x`."""
     pct = "%" if user._percent else ""
     if inst.compact_gte_base is not None and not inst.is_root:
-        base, indices = inst.compact_gte_base
-        ref = pct + base.name + "".join(f"#{i}" for i in indices)
+        # Walk the live operand chain (not the parse-time base): RAUW may have re-pointed it.
+        indices: list[int] = []
+        node = inst
+        while node.compact_gte_base is not None and not node.is_root and node.operands:
+            indices.append(node.tuple_index)
+            node = node.operands[0]
+        ref = pct + node.name + "".join(f"#{i}" for i in reversed(indices))
     else:
         ref = pct + inst.name
     if user._operand_shapes and inst.shape_text is not None:
