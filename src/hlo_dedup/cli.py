@@ -4,6 +4,7 @@
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
               [--strict] [--spmd | --no-spmd] [--verify]
+    hlo-dedup INPUT... --output-dir OUT [-j N] [the options above]     (batch mode)
     hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--json]
 
 Exit status: 0 success; 1 a pass failed (e.g. a RET_CHECK) — nothing is written; 2 a usage,
@@ -62,7 +63,15 @@ A summary of each pass (folds, bytes removed, hazards) goes to stderr; --report 
 it as JSON (schema: hlo_dedup/report_schema.json). Outputs are written atomically and only
 after every pass succeeded; -o may name the input.
 
+batch mode (several INPUTs, or --output-dir): each INPUT is a file, a directory (every *.hlo,
+*.txt, *.pb, *.pbtxt beneath it, recursively, sorted; hidden entries skipped) or a glob pattern
+(quoted; ** recurses). Each file is processed as a single-file run would, by a pool of -j
+worker processes (default: the CPU count), and written to OUT under its path relative to its
+directory or the glob's fixed prefix (a plain file: its name). A failing file does not stop
+the others; failures are listed at the end. --report holds one entry per file (`inputs`).
+
 exit status: 0 success, 1 a pass failed (nothing written), 2 usage, I/O or parse error.
+In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0.
 """
 
 
@@ -83,10 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    parser.add_argument("input", nargs="?", default=STDIO, metavar="INPUT",
-                        help="input file, or - for standard input (the default)")
-    parser.add_argument("-o", "--output", default=STDIO, metavar="OUTPUT",
+    parser.add_argument("input", nargs="*", metavar="INPUT",
+                        help="input file, or - for standard input (the default); several files, "
+                             "directories or globs: batch mode")
+    parser.add_argument("-o", "--output", metavar="OUTPUT",
                         help="output file, or - for standard output (the default)")
+    parser.add_argument("--output-dir", metavar="OUT",
+                        help="batch mode: write each input's output under OUT, mirroring its relative path")
+    parser.add_argument("-j", "--jobs", type=_positive_int, metavar="N",
+                        help="batch mode: worker processes (default: the number of CPUs)")
     parser.add_argument("--passes", metavar="P1,P2,...",
                         help="comma-separated passes to run in order (default: the neuronx-cc pipeline)")
     parser.add_argument("--list-passes", action="store_true", help="print the registered passes and exit")
@@ -112,6 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
                              "results (needs the xla extra); a difference is exit 1, nothing written")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _pass_list(raw: str | None, emit_proto: bool) -> tuple[str, ...]:
@@ -173,6 +197,7 @@ class _Run:
             del data
             report = RunReport(args.input, args.output, in_fmt, out_fmt, passes,
                                strict=args.strict, spmd=args.spmd)
+            self.report = report
             report.timings["parse"] = time.perf_counter() - t0
             if out_fmt != "hlo" and len(modules) != 1:
                 raise FormatError(display_name(args.output), f"{out_fmt} output holds one module, "
@@ -287,9 +312,10 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
         return cli_verify.main(arguments[1:], stdout=stdout, stderr=stderr)
     parser = build_parser()
     runner = _Run(argparse.Namespace(v=0), stdin, stdout, stderr)
-    try:
+
+    def dispatch() -> int:
         try:
-            args = parser.parse_args(arguments)
+            args = parser.parse_intermixed_args(arguments)
         except SystemExit as exc:  # --help / --version
             return int(exc.code or 0)
         runner.args = args
@@ -297,7 +323,21 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
             stdout.write(",".join(pass_names()) + "\n")
             stdout.flush()
             return EXIT_OK
+        if len(args.input) > 1 or args.output_dir is not None:
+            from . import batch
+
+            return batch.run(args, stdout=stdout, stderr=stderr)
+        args.input = args.input[0] if args.input else STDIO
+        args.output = STDIO if args.output is None else args.output
         return runner.execute()
+
+    return run_guarded(runner, dispatch)
+
+
+def run_guarded(runner: _Run, body) -> int:  # noqa: ANN001 - body: () -> int
+    """Run `body`, turning user errors into one line on `runner.error` and an exit status."""
+    try:
+        return body()
     except UsageError as exc:
         runner.error(f"{PROG}: error: {exc}")
         return EXIT_USAGE
@@ -332,7 +372,7 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
         if getattr(runner.args, "v", 0) >= 1:
             import traceback
 
-            traceback.print_exc(file=stderr)
+            traceback.print_exc(file=runner.stderr)
         runner.error(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
                      "(run with --v=1 for the traceback)")
         return EXIT_PASS_FAILED

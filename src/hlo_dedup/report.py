@@ -27,6 +27,10 @@ The JSON follows `report_schema.json` (JSON Schema draft 2020-12) beside this fi
 kernel's result); `bytes_per_device` is what each device no longer receives for a removed
 all-gather (output × (n−1)/n). Adding a field keeps `schema_version`; renaming or removing one,
 or changing a meaning, bumps it.
+
+A batch run (`hlo-dedup DIR... --output-dir OUT`, hlo_dedup.batch) writes these fields over all
+its files plus `batch` (workers, files ok/failed, wall time) and `inputs` (one entry per file:
+status, exit_status, error, output, modules, totals, timings); formats may then be `mixed`.
 """
 
 from __future__ import annotations

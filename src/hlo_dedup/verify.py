@@ -71,6 +71,10 @@ def verify_structure(module: HloModule) -> None:
     for comp in computations:
         if comp.parent is not module:
             raise _fail(comp, None, "computation's parent is not this module")
+    # Edges first, from the using side, so a bad operand is reported at its user.
+    for comp in computations:
+        for inst in comp._instructions:
+            _verify_uses(comp, inst)
     for comp in computations:
         _verify_computation(module, comp)
 
@@ -103,7 +107,8 @@ def _verify_computation(module: HloModule, comp: HloComputation) -> None:
         _verify_shape(module, comp, inst)
 
 
-def _verify_edges(comp: HloComputation, inst: HloInstruction) -> None:
+def _verify_uses(comp: HloComputation, inst: HloInstruction) -> None:
+    """Operands and control predecessors: in this computation, and linked back."""
     members = comp._instructions
     for i, op in enumerate(inst.operands):
         if op.parent is not comp or op not in members:
@@ -111,16 +116,21 @@ def _verify_edges(comp: HloComputation, inst: HloInstruction) -> None:
             raise _fail(comp, inst, f"operand {i} ({op.name!r}) is defined in {where}, not in this computation")
         if inst not in op._users:
             raise _fail(comp, inst, f"operand {i} ({op.name!r}) does not list this instruction as a user")
-    for user in inst._users:
-        if user.parent is not comp or user not in members:
-            raise _fail(comp, inst, f"user {user.name!r} is not in this computation")
-        if not any(op is inst for op in user.operands):
-            raise _fail(comp, inst, f"user {user.name!r} does not have this instruction as an operand")
     for pred in inst.control_predecessors:
         if pred.parent is not comp or pred not in members:
             raise _fail(comp, inst, f"control predecessor {pred.name!r} is not in this computation")
         if inst not in pred.control_successors:
             raise _fail(comp, inst, f"control predecessor {pred.name!r} does not list this instruction as a successor")
+
+
+def _verify_edges(comp: HloComputation, inst: HloInstruction) -> None:
+    """Users and control successors: in this computation, and linked back."""
+    members = comp._instructions
+    for user in inst._users:
+        if user.parent is not comp or user not in members:
+            raise _fail(comp, inst, f"user {user.name!r} is not in this computation")
+        if not any(op is inst for op in user.operands):
+            raise _fail(comp, inst, f"user {user.name!r} does not have this instruction as an operand")
     for succ in inst.control_successors:
         if succ.parent is not comp or succ not in members:
             raise _fail(comp, inst, f"control successor {succ.name!r} is not in this computation")

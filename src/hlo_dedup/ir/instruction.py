@@ -370,7 +370,7 @@ class HloInstruction:
         if old is new_operand:
             return
         self.operands[index] = new_operand
-        if self not in old.operands:
+        if not any(op is old for op in self.operands):
             old._users.pop(self, None)
         new_operand._users[self] = None
         self.mark_changed()

@@ -33,6 +33,7 @@ class HloModule:
         self._names: set[str] | None = None
         self._source: str | None = None
         self._first_line = 1
+        self._pristine_generation = -1
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name} ({len(self._computations)} computations)>"
@@ -123,6 +124,18 @@ class HloModule:
     def _forget_name(self, name: str) -> None:
         if self._names is not None:
             self._names.discard(name)
+
+    def is_pristine(self) -> bool:
+        """True while the module is exactly as parsed (its source text is its print)."""
+        return (
+            self._source is not None
+            and self._generation == self._pristine_generation
+            and not any(c._changed for c in self._computations.values())
+        )
+
+    def snapshot_text(self) -> str:
+        """The module's text, without printing it when it is unchanged since parsing."""
+        return self._source if self.is_pristine() and self._source is not None else self.to_text()
 
     def source_location(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a character offset in the text this module was parsed from."""

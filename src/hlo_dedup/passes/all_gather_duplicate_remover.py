@@ -257,7 +257,7 @@ class _Rollback:
 
     def arm(self) -> None:
         if self.text is None:
-            self.text = self.module.to_text()
+            self.text = self.module.snapshot_text()
 
     def restore(self) -> None:
         if self.text is None:

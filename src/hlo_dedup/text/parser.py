@@ -201,6 +201,7 @@ class _Parser:
             last_comp.is_entry = True
         if not module._has_header:
             module.name = "module_" + module.entry.name
+        module._pristine_generation = module._generation
         return module
 
     def parse_header(self, pos: int) -> HloModule:

@@ -7,6 +7,7 @@ their source text. Anything a pass created or edited is printed in XLA's own for
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -49,10 +50,47 @@ def format_operands(inst: HloInstruction) -> str:
     return ", ".join(parts)
 
 
+_CONTROL = "control-predecessors"
+# Attributes XLA prints after control-predecessors (hlo-text-format §10.4).
+_AFTER_CONTROL = frozenset({"statistics", "result_accuracy", "origin", "original_value", "metadata", "backend_config"})
+_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
+
+
+def _join(attrs: list[tuple[str, str]]) -> str:
+    return "".join(f", {k}={v}" for k, v in attrs)
+
+
 def format_attributes(inst: HloInstruction) -> str:
-    if inst._attr_text is not None:
-        return inst._attr_text
-    return "".join(f", {k}={v}" for k, v in inst.attributes)
+    """The `, key=value` list. `control-predecessors=` always follows the live control
+    edges (they may have been added or removed since parsing)."""
+    text = inst._attr_text
+    preds = inst.control_predecessors
+    if text is not None and not preds and _CONTROL + "=" not in text:
+        return text
+    attrs = inst.attributes
+    keys = [k for k, _ in attrs]
+    want = [p.name for p in preds]
+    if _CONTROL in keys:
+        i = keys.index(_CONTROL)
+        if _NAME.findall(re.sub(r"/\*.*?\*/", "", attrs[i][1])) == want:
+            return text if text is not None else _join(attrs)
+        attrs = list(attrs)
+        if preds:
+            attrs[i] = (_CONTROL, _control_value(inst))
+        else:
+            del attrs[i]
+    elif preds:
+        attrs = list(attrs)
+        at = next((j for j, k in enumerate(keys) if k in _AFTER_CONTROL), len(attrs))
+        attrs.insert(at, (_CONTROL, _control_value(inst)))
+    elif text is not None:
+        return text
+    return _join(attrs)
+
+
+def _control_value(inst: HloInstruction) -> str:
+    pct = "%" if inst._percent else ""
+    return "{" + ", ".join(pct + p.name for p in inst.control_predecessors) + "}"
 
 
 def format_instruction(inst: HloInstruction) -> str:
@@ -130,8 +168,13 @@ def _hidden(inst: HloInstruction) -> bool:
     """Instructions whose text lives inside another line (nested, compact GTE)."""
     if inst.compact_gte_base is not None:
         return not inst.is_root
+    # A nested operand lives in the nearest enclosing instruction that still has its line.
     host = inst.host
-    return host is not None and host._text is not None and host.parent is inst.parent
+    while host is not None and host.parent is inst.parent:
+        if host._text is not None:
+            return True
+        host = host.host
+    return False
 
 
 def format_computation(comp: HloComputation) -> str:
