@@ -55,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--sort", choices=("cumulative", "tottime"), default="cumulative")
     ap.add_argument("--out", type=Path, help="directory for the .prof files")
-    ap.add_argument("--gc-off", action="store_true", help="profile with gc.disable()")
+    ap.add_argument("--gc-on", action="store_true", help="profile with the cyclic GC running")
     args = ap.parse_args(argv)
     path = module_file(args.instructions, args.module)
     out = args.out or HERE / "out" / f"prof_{args.instructions}"
-    extra = ["--profile", str(out)] + (["--gc-off"] if args.gc_off else [])
+    extra = ["--profile", str(out)] + (["--gc-on"] if args.gc_on else [])
     res = run_child("pipeline", path, *extra)
     print(f"profiled {path.name} ({res['instructions']:,} instructions); .prof files in {out}")
     for phase in PHASES:

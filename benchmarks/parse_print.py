@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_line, mb, median_runs, module_file, table  # noqa: E402
 
 
-def measure(path: Path, runs: int, gc_off: bool = False) -> dict:
-    extra = ["--gc-off"] if gc_off else []
+def measure(path: Path, runs: int, gc_on: bool = False) -> dict:
+    extra = ["--gc-on"] if gc_on else []
     ours = median_runs("ours", path, runs, *extra)
     xla = median_runs("xla", path, runs)
     return {"file": str(path), "ours": ours, "xla": xla}
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instructions", type=int, default=1_000_000)
     ap.add_argument("--module", help="benchmark this HLO file instead of a generated one")
     ap.add_argument("--runs", type=int, default=3, help="runs per side (median); default 3")
-    ap.add_argument("--gc-off", action="store_true", help="what-if: our side with gc.disable()")
+    ap.add_argument("--gc-on", action="store_true", help="what-if: our side with gc.disable()")
     ap.add_argument("--json", type=Path, help="also write the raw results here")
     ap.add_argument("--from-json", type=Path, help="only re-print the report of a saved --json")
     args = ap.parse_args(argv)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report(json.loads(args.from_json.read_text())))
         return 0
     path = module_file(args.instructions, args.module)
-    res = measure(path, args.runs, args.gc_off)
+    res = measure(path, args.runs, args.gc_on)
     print(report(res))
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))

@@ -42,12 +42,12 @@ def _k(n: int) -> str:
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
-def measure(sizes: list[int], runs: int, gc_off: bool = False) -> list[dict]:
+def measure(sizes: list[int], runs: int, gc_on: bool = False) -> list[dict]:
     out = []
     for n in sizes:
         path = module_file(n)
         print(f"[{_k(n)}] {path.name}: ours x{runs} ...", file=sys.stderr, flush=True)
-        ours = median_runs("pipeline", path, runs, *(["--gc-off"] if gc_off else []))
+        ours = median_runs("pipeline", path, runs, *(["--gc-on"] if gc_on else []))
         print(f"[{_k(n)}] XLA x{runs} ...", file=sys.stderr, flush=True)
         xla = median_runs("xla", path, runs)
         out.append({"size": n, "file": str(path), "ours": ours, "xla": xla})
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated instruction counts")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--gc-off", action="store_true", help="what-if: our side with gc.disable()")
+    ap.add_argument("--gc-on", action="store_true", help="what-if: our side with the cyclic GC running")
     ap.add_argument("--json", type=Path, help="also write the raw results here")
     ap.add_argument("--from-json", type=Path, help="only re-print the report of a saved --json")
     args = ap.parse_args(argv)
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report(json.loads(args.from_json.read_text())))
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    results = measure(sizes, args.runs, args.gc_off)
+    results = measure(sizes, args.runs, args.gc_on)
     print(report(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

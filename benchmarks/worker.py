@@ -1,8 +1,8 @@
 """One measurement in a fresh process (so peak RSS belongs to one side only).
 
     python benchmarks/worker.py xla FILE
-    python benchmarks/worker.py ours FILE [--gc-off] [--profile DIR]
-    python benchmarks/worker.py pipeline FILE [--gc-off] [--profile DIR]
+    python benchmarks/worker.py ours FILE [--gc-on] [--profile DIR]
+    python benchmarks/worker.py pipeline FILE [--gc-on] [--profile DIR]
 
 Prints one JSON line: seconds per phase (wall and CPU), peak RSS (VmHWM) and the RSS
 before parsing (after imports and reading the file), in kB.
@@ -85,8 +85,8 @@ def run_ours(path: Path, args: argparse.Namespace) -> dict:
 
     text = path.read_text()
     base = _status_kb("VmRSS")
-    if args.gc_off:
-        gc.disable()
+    if not args.gc_on:
+        gc.disable()  # as the hlo-dedup command does for its run
     ph = Phases(args.profile)
     module = ph.run("parse", hlo_dedup.parse_module, text, str(path))
     printed = ph.run("print", format_module, module)
@@ -104,8 +104,8 @@ def run_pipeline(path: Path, args: argparse.Namespace) -> dict:
 
     text = path.read_text()
     base = _status_kb("VmRSS")
-    if args.gc_off:
-        gc.disable()
+    if not args.gc_on:
+        gc.disable()  # as the hlo-dedup command does for its run
     ph = Phases(args.profile)
     module = ph.run("parse", hlo_dedup.parse_module, text, str(path))
     before = module.instruction_count()
@@ -150,7 +150,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=("xla", "ours", "pipeline"))
     ap.add_argument("file", type=Path)
-    ap.add_argument("--gc-off", action="store_true", help="gc.disable() before parsing (what-if)")
+    ap.add_argument("--gc-on", action="store_true",
+                    help="keep the cyclic GC running (what-if; the CLI pauses it for its run)")
     ap.add_argument("--profile", help="write a cProfile .prof per phase into this directory")
     ap.add_argument("--count", action="store_true", help="xla: count instructions")
     args = ap.parse_args()

@@ -88,7 +88,7 @@ def test_control_edges_must_be_symmetric() -> None:
     module = base()
     comp = module.entry
     g, rd = comp.get_instruction("g"), comp.get_instruction("rd")
-    rd.control_predecessors.append(g)
+    rd.control_predecessors = [*rd.control_predecessors, g]
     broken(module, "rd", "control predecessor 'g'")
 
 

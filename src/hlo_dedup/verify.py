@@ -160,7 +160,7 @@ def _verify_acyclic(comp: HloComputation) -> None:
     for start in comp._instructions:
         if start in state:
             continue
-        stack = [(start, iter(start.operands + start.control_predecessors))]
+        stack = [(start, iter([*start.operands, *start.control_predecessors]))]
         state[start] = 1
         while stack:
             node, deps = stack[-1]
@@ -170,7 +170,7 @@ def _verify_acyclic(comp: HloComputation) -> None:
                     raise _fail(comp, dep, f"cycle: {dep.name!r} depends on itself through {node.name!r}")
                 if mark is None:
                     state[dep] = 1
-                    stack.append((dep, iter(dep.operands + dep.control_predecessors)))
+                    stack.append((dep, iter([*dep.operands, *dep.control_predecessors])))
                     break
             else:
                 state[node] = 2

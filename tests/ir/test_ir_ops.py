@@ -295,7 +295,7 @@ def test_post_order_starts_from_every_user_less_instruction_in_list_order() -> N
     assert sorted(order) == sorted(i.name for i in m.entry.instructions)
     pos = {n: i for i, n in enumerate(order)}
     for i in m.entry.instructions:
-        assert all(pos[o.name] < pos[i.name] for o in i.operands + i.control_predecessors)
+        assert all(pos[o.name] < pos[i.name] for o in [*i.operands, *i.control_predecessors])
     # b has no users (only a control successor), so it starts a DFS of its own.
     assert order == ["p", "b", "q", "dead", "a", "c", "r"]
 

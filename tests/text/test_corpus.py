@@ -16,6 +16,8 @@ from typing import Iterator
 
 import pytest
 
+from hlo_dedup.text.printer import format_module
+
 from hlo_dedup.ir.module import HloModule
 from hlo_dedup.text import parse_module, parse_modules, split_module_texts
 from hlo_dedup.text.lexer import ScanError, skip_trivia
@@ -155,7 +157,9 @@ def test_corpus_parses_and_round_trips_byte_exactly() -> None:
             failures.append(f"{name}:{line}: parse failed: {e}")
             continue
         assert module.entry is not None and module.computations
-        _OUR_PRINT[(name, line)] = out = module.to_text()
+        # format_module assembles every computation and instruction span; to_text() would
+        # return the source of a pristine module directly.
+        _OUR_PRINT[(name, line)] = out = format_module(module)
         if out != piece:
             failures.append(f"{name}:{line}: round trip is not byte-exact")
     assert not failures, "\n".join(failures[:20])
@@ -170,7 +174,7 @@ def test_fast_path_matches_careful_reader() -> None:
         a, b = _structure(fast), _structure(careful)
         if a != b:
             failures.append(f"{name}:{line}: {_first_difference(a, b)}")
-        elif careful.to_text() != piece:
+        elif format_module(careful) != piece:
             failures.append(f"{name}:{line}: careful reader does not round-trip")
     assert not failures, "\n".join(failures[:10])
 

@@ -31,7 +31,12 @@ class HloIrError(RuntimeError):
 
 
 class HloInstruction:
-    """An HLO instruction with operands, ordered de-duplicated users and control edges."""
+    """An HLO instruction with operands, ordered de-duplicated users and control edges.
+
+    `control_predecessors`, `control_successors` and `called_computations` are sequences:
+    an instruction read from text shares one empty tuple until it has an edge, since
+    edges are rare and a million empty lists cost real memory. Change them through the
+    IR's methods (e.g. `add_control_dependency_to`), not in place."""
 
     __slots__ = (
         "name",
@@ -171,8 +176,19 @@ class HloInstruction:
 
     def attr(self, key: str) -> str | None:
         """Raw value of attribute `key`, or None if absent."""
-        if self._attrs is None and self._attr_text is not None and (key + "=") not in self._attr_text:
-            return None
+        if self._attrs is None and self._attr_text is not None:
+            text = self._attr_text
+            if (key + "=") not in text:
+                return None
+            # XLA prints opcode attributes before any quoted string (metadata, configs), so
+            # one found ahead of the first quote is real: read just its value.
+            at = text.find(", " + key + "=")
+            if at >= 0 and not ('"' in text[:at] or "'" in text[:at]):
+                from ..text.attributes import attribute_value_at
+
+                value = attribute_value_at(self, at + len(key) + 3, key)
+                if value is not None:
+                    return value
         for k, v in self.attributes:
             if k == key:
                 return v
@@ -418,8 +434,9 @@ class HloInstruction:
 
     def add_control_dependency_to(self, successor: HloInstruction) -> None:
         if successor not in self.control_successors:
-            self.control_successors.append(successor)
-            successor.control_predecessors.append(self)
+            # Parsed instructions share an empty tuple until they get an edge.
+            self.control_successors = [*self.control_successors, successor]
+            successor.control_predecessors = [*successor.control_predecessors, self]
             successor.mark_changed()
 
     def detach(self) -> None:

@@ -147,7 +147,12 @@ class HloModule:
         return line + self._first_line - 1, column
 
     def to_text(self) -> str:
-        """The module as HLO text: unchanged parts byte-exact, edits in XLA's format."""
+        """The module as HLO text: unchanged parts byte-exact, edits in XLA's format.
+
+        A module unchanged since parsing is its source text, so it is returned as is.
+        """
+        if self.is_pristine() and self._source is not None:
+            return self._source
         from ..text.printer import format_module
 
         return format_module(self)

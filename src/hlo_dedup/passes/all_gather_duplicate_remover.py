@@ -11,11 +11,10 @@ with ReplaceAllUsesWith; HloDCE runs afterwards only if something was folded.
 Choices where the spec leaves room (documented in README "Semantics"):
 * The index path is kept whole (a stack of get-tuple-element indices, popped by tuple),
   not the binary's two scalars, so gathers of different tuple leaves never collide.
-* Every attribute the walk and the key read is decoded before the first rewrite, so a
-  malformed value raises before the module changes (XLA's parser would have rejected it).
-  Anything else that fails later (a malformed attribute the trailing HloDCE reads, an IR
-  precondition) restores the module from its text as it was before the first rewrite and
-  re-raises: a failed run leaves the module text exactly unchanged.
+* Transactional: anything that fails after the first rewrite (a malformed attribute met
+  by the walk or by the trailing HloDCE, an IR precondition) restores the module from its
+  text as it was before the first rewrite and re-raises, so a failed run leaves the module
+  text exactly unchanged. Taking that text is free while the module is as parsed.
 * Hazards: the faithful key ignores operands after operand(0), the inner gathers a walk
   tunnelled through, the collective mode and the gather dimension. Each fold whose two
   gathers differ in one of those is reported; `strict=True` refuses such folds (a
@@ -116,7 +115,6 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         vlog = logger.isEnabledFor(18)
         if vlog:
             logger.log(18, "Running NeuronDuplicateParameterAllGatherRemover pass")
-        _decode_everything_read(module)
         folds: list[FoldRecord] = []
         hazards: list[Hazard] = []
         rollback = _Rollback(module)
@@ -276,26 +274,6 @@ class _Rollback:
         for comp in module.computations:
             comp.parent = module
         module.touch()
-
-
-def _decode_everything_read(module: HloModule) -> None:
-    """Decode, up front, each attribute and shape the pass will read (see module doc)."""
-    for comp in module.computations:
-        for inst in comp._instructions:
-            op = inst.opcode
-            if op in ("all-gather", "all-gather-start"):
-                inst.shape.layout_key()
-                inst.replica_groups.groups
-                inst.dimensions
-                inst.channel_id
-                inst.use_global_device_ids
-                for operand in inst.operands:
-                    operand.shape
-            elif op == "get-tuple-element":
-                inst.tuple_index
-            elif op == "convert" and inst.operands:
-                inst.shape
-                inst.operands[0].shape
 
 
 def _shard_count(ag: HloInstruction) -> int:

@@ -139,15 +139,25 @@ def can_remove_instruction(inst: HloInstruction) -> bool:
 
 
 def _remove_dead_roots(comp: HloComputation) -> bool:
-    """RemoveDeadRoots: walk the reverse post order, removing what is removable when reached."""
+    """RemoveDeadRoots.
+
+    XLA walks the whole reverse post order and removes what is removable when reached.
+    Only dead instructions can be removed and an instruction only dies when a user is
+    removed, so we visit the dead ones (users before operands) and then each operand a
+    removal left dead — the same removals without a post order of all the live code.
+    """
     root = comp.root
-    if all(i._users or i is root for i in comp._instructions):
-        return False  # nothing is dead, and nothing can die during the walk
+    pending = [i for i in comp._instructions if not i._users and i is not root]
     changed = False
-    for inst in reversed(comp.post_order()):
-        if inst.parent is comp and can_remove_instruction(inst):
-            comp.remove_instruction_and_unused_operands(inst)
-            changed = True
+    while pending:
+        inst = pending.pop()  # last in text order first: users before their operands
+        if inst.parent is not comp or not can_remove_instruction(inst):
+            continue
+        operands = list(dict.fromkeys(inst.operands))
+        comp.remove_instruction_and_unused_operands(inst)
+        changed = True
+        # Operands the removal skipped (side-effecting ones) get their own chance.
+        pending.extend(op for op in reversed(operands) if op.parent is comp and op.is_dead())
     return changed
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .errors import HloParseError
 from .escape import c_unescape
-from .lexer import ScanError, split_attributes
+from .lexer import ScanError, attribute_value_end, split_attributes
 
 if TYPE_CHECKING:
     from ..ir.instruction import HloInstruction
@@ -49,6 +49,17 @@ def instruction_error(inst: HloInstruction, message: str) -> HloParseError:
     """An HloParseError about `inst` as a whole, located at its opcode."""
     filename, line, column = _location(inst, inst.opcode + "(")
     return HloParseError(message, filename=filename, line=line, column=column)
+
+
+def attribute_value_at(inst: HloInstruction, start: int, key: str) -> str | None:
+    """The raw value of `key` starting at `start` of the unsplit attribute text, or None
+    to let the caller split the whole list (which reports any malformed text)."""
+    text = inst._attr_text or ""
+    try:
+        end = attribute_value_end(text, start, key)
+    except ScanError:
+        return None
+    return text[start:end] if end > start else None
 
 
 def split_attribute_text(inst: HloInstruction) -> list[tuple[str, str]]:

@@ -163,6 +163,11 @@ def _attribute_value_end(text: str, pos: int, key: str, single: bool) -> int:
         first = False
 
 
+def attribute_value_end(text: str, pos: int, key: str) -> int:
+    """End of the raw value of instruction attribute `key=` whose value starts at `pos`."""
+    return _attribute_value_end(text, pos, key, False)
+
+
 def split_attributes(
     text: str, pos: int, end: int | None = None, *, single: bool = False
 ) -> tuple[list[tuple[str, str, int]], int]:

@@ -11,6 +11,7 @@ unchanged module gives back the input byte for byte.
 
 from __future__ import annotations
 
+import gc
 import re
 import sys
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
 
 _FAST = re.compile(
-    r"(ROOT[ \t]+)?(%?)([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
+    r"(\n[ \t]*)(ROOT[ \t]+)?(%?)([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
     r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
     r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
 )
@@ -38,7 +39,14 @@ _NEEDS_ATTRS = re.compile(
     r"(?:to_apply|calls|condition|body|select|scatter|true_computation|false_computation|"
     r"branch_computations|called_computations|control-predecessors)="
 )
-_SLOW_OPERANDS = re.compile(r"[\[\(#\"'{]|/\*")
+_SIMPLE_REFERENCE = re.compile(
+    r", (to_apply|calls|condition|body|select|scatter|true_computation|false_computation)="
+    r"(%?[A-Za-z_][\w.\-]*)(?=, [A-Za-z_][\w.\-]*=|$)"
+)
+_LIST_REFERENCE = re.compile(
+    r", (branch_computations|called_computations|control-predecessors)=(\{[^{}]*\})(?=, [A-Za-z_][\w.\-]*=|$)"
+)
+_INDEX_COMMENT = re.compile(r"(?<=, )/\*index=\d+\*/")
 _PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
 #: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
 _SHAPE_REQUIRED = frozenset(
@@ -93,6 +101,10 @@ def parse_module(
     check that the line fast path builds the same IR).
     """
     parser = _Parser(text, filename, spmd, first_line, fast=fast_path)
+    # Parsing allocates millions of long-lived objects; the cyclic collector would rescan
+    # them over and over (a third of parse time at 1M instructions) and find nothing.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         return parser.parse()
     except HloParseError:
@@ -101,6 +113,9 @@ def parse_module(
         raise parser.error(e.offset, e.message) from None
     except RecursionError:
         raise parser.error(parser.pos, "input nests too deeply") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def parse_modules(text: str, filename: str = "<string>", *, spmd: bool = True) -> list[HloModule]:
@@ -344,9 +359,23 @@ class _Parser:
     def parse_body(self, state: _CompState, pos: int) -> int:
         text = self.text
         n = len(text)
-        fast = _FAST.match
+        fast = _FAST.match if self.fast else None
         by_name = state.comp._by_name
+        leads = _leads
         while True:
+            if fast is not None:
+                m = fast(text, pos)
+                if m is not None:
+                    inst = self.fast_instruction(state, m, by_name)
+                    if inst is not None:
+                        q = m.end(1)
+                        end = m.end()
+                        lead = m.group(1)
+                        inst._lead = leads.get(lead) or _intern_lead(lead)
+                        inst._text = text[q:end]
+                        inst.offset = q
+                        pos = end
+                        continue
             q = skip_trivia(text, pos)
             if q >= n:
                 last = next(reversed(state.comp._instructions), None)
@@ -364,69 +393,44 @@ class _Parser:
                 )
             if text[q] == "}":
                 return pos
-            eol = text.find("\n", q)
-            if eol < 0:
-                eol = n
-            m = fast(text, q, eol) if self.fast else None
-            inst = None
-            if m is not None and m.end() == eol:
-                inst = self.fast_instruction(state, m, by_name)
-            if inst is None:
-                inst, end = self.slow_instruction(state, q)
-            else:
-                end = eol
+            inst, end = self.slow_instruction(state, q)
             inst._lead = _intern_lead(text[pos:q])
             inst._text = text[q:end]
             inst.offset = q
             pos = end
 
     def fast_instruction(self, state: _CompState, m: re.Match[str], by_name: dict) -> HloInstruction | None:
-        root, pct, name, shape, opcode, ops, tail = m.groups()
-        if not is_known_opcode(opcode) or name in by_name or (shape is None and name == "ROOT"):
+        """The instruction on one XLA-printed line, or None to let the careful reader decide."""
+        _, root, pct, name, shape, opcode, ops, tail = m.groups()
+        if (opcode not in OPCODES and not is_known_opcode(opcode)) or name in by_name or (shape is None and name == "ROOT"):
             return None
         if shape is None and _shape_required(opcode):
             return None
-        if tail:
-            if tail[0] != "," or tail[-1] in ", \t\r" or "/" in tail and ("//" in tail or "/*" in tail):
-                return None
-            if '"' in tail or "'" in tail:
-                # Brackets inside strings do not count; a stray quote needs the careful reader.
-                tail_bare = _STRING.sub('""', tail)
-                if tail_bare.count('"') % 2 or "'" in tail_bare:
-                    return None
-            else:
-                tail_bare = tail
-            if (
-                tail_bare.count("{") != tail_bare.count("}")
-                or tail_bare.count("(") != tail_bare.count(")")
-                or tail_bare.count("[") != tail_bare.count("]")
-            ):
-                return None
+        if tail and not _tail_is_one_line(tail):
+            return None
         if opcode in _PAYLOAD_OPCODES:
             operands: list[HloInstruction] = []
             payload: str | None = ops
         else:
             payload = None
-            if _SLOW_OPERANDS.search(ops):
-                return None
+            if "/*" in ops:
+                ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
             operands = []
-            if ops.strip():
-                for part in ops.split(","):
-                    ref = part.strip()
-                    if ref.startswith("%"):
-                        ref = ref[1:]
-                    op = by_name.get(ref)
+            if ops:
+                for ref in ops.split(", "):  # XLA's separator; anything else is not found
+                    op = by_name.get(ref[1:] if ref[:1] == "%" else ref)
                     if op is None:
-                        return None  # the careful reader reports it with a column
+                        return None  # the careful reader decides (and reports with a column)
                     operands.append(op)
         inst = HloInstruction.__new__(HloInstruction)
         _init_parsed(inst, name, opcode, shape, operands, payload, pct == "%")
         inst._attr_text = tail
-        comp = state.comp
         if tail and _NEEDS_ATTRS.search(tail):
-            attrs, _ = split_attributes(self.text, m.start(7), m.end())
+            attrs = _quick_references(tail, m.start(8))
+            if attrs is None:
+                attrs, _ = split_attributes(self.text, m.start(8), m.end())
             self.resolve_references(state, inst, attrs)
-        comp._attach(inst)
+        state.comp._attach(inst)
         if root:
             state.roots.append(inst)
         return inst
@@ -594,7 +598,7 @@ class _Parser:
                     callee = module.get_computation(cname)
                     if callee is None:
                         raise self.error(coff, f"unknown computation {cname!r}")
-                    inst.called_computations.append(callee)
+                    inst.called_computations = [*inst.called_computations, callee]
                     if inst.opcode == "fusion" and key == "calls":
                         callee.fusion_instruction = inst
             elif key == "control-predecessors":
@@ -602,8 +606,8 @@ class _Parser:
                     pred = state.comp._by_name.get(pname)
                     if pred is None:
                         raise self.error(poff, f"unknown control predecessor {pname!r}")
-                    inst.control_predecessors.append(pred)
-                    pred.control_successors.append(inst)
+                    inst.control_predecessors = [*inst.control_predecessors, pred]
+                    pred.control_successors = [*pred.control_successors, inst]
 
     # ----------------------------------------------------------------- shapes
     def scan_shape(self, pos: int) -> int | None:
@@ -640,6 +644,56 @@ class _Parser:
         return end
 
 
+def _tail_is_one_line(tail: str) -> bool:
+    """True if an attribute tail is complete on its line (XLA prints one line each).
+
+    Brackets and quotes must balance; only when a raw count is off are strings masked
+    (they may hold brackets or quotes) and the count taken again.
+    """
+    if tail[0] != "," or tail[-1] in ", \t\r":
+        return False
+    if "/" in tail and ("//" in tail or "/*" in tail):
+        return False
+    if (
+        not tail.count('"') % 2
+        and "'" not in tail
+        and tail.count("{") == tail.count("}")
+        and tail.count("(") == tail.count(")")
+    ):
+        return True
+    bare = _STRING.sub('""', tail)
+    return (
+        not bare.count('"') % 2
+        and "'" not in bare
+        and bare.count("{") == bare.count("}")
+        and bare.count("(") == bare.count(")")
+        and bare.count("[") == bare.count("]")
+    )
+
+
+def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None:
+    """Called-computation and control-predecessor attributes of a one-line tail, read with
+    two regexes before the first string; None when that is not certain (then split fully)."""
+    cut = len(tail)
+    for quote in ('"', "'"):
+        at = tail.find(quote)
+        if 0 <= at < cut:
+            cut = at
+    wanted = [m.start() for m in _NEEDS_ATTRS.finditer(tail)]
+    if wanted[-1] >= cut:
+        return None
+    head = tail[:cut]
+    found = [(m.start(2), m.group(1), m.group(2)) for m in _SIMPLE_REFERENCE.finditer(head)]
+    found += [(m.start(2), m.group(1), m.group(2)) for m in _LIST_REFERENCE.finditer(head)]
+    if len(found) != len(wanted):
+        return None
+    found.sort()
+    return [(key, raw, base + at) for at, key, raw in found]
+
+
+_NONE: tuple = ()
+
+
 def _init_parsed(
     inst: HloInstruction,
     name: str,
@@ -655,9 +709,10 @@ def _init_parsed(
     inst.parent = None
     inst.operands = operands
     inst._users = {}
-    inst.control_predecessors = []
-    inst.control_successors = []
-    inst.called_computations = []
+    # Edges and callees are rare: share one empty tuple until a list is needed.
+    inst.control_predecessors = _NONE
+    inst.control_successors = _NONE
+    inst.called_computations = _NONE
     inst._shape_text = shape_text
     inst._shape = None
     inst._payload = payload

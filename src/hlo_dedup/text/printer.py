@@ -158,7 +158,7 @@ def _emission_order(comp: HloComputation) -> list[HloInstruction]:
             if node in emitted:
                 continue
             stack.append((node, True))
-            for dep in reversed(node.operands + node.control_predecessors):
+            for dep in reversed([*node.operands, *node.control_predecessors]):
                 if dep not in emitted and dep.parent is comp:
                     stack.append((dep, False))
     return order
