@@ -26,6 +26,19 @@ if TYPE_CHECKING:
     from .replica_groups import ReplicaGroups
 
 
+_ATTRIBUTES = None
+
+
+def _attributes():  # type: ignore[no-untyped-def]
+    """text.attributes, imported on first use (it imports the parser, which imports us)."""
+    global _ATTRIBUTES
+    if _ATTRIBUTES is None:
+        from ..text import attributes
+
+        _ATTRIBUTES = attributes
+    return _ATTRIBUTES
+
+
 class HloIrError(RuntimeError):
     """An IR operation violated one of XLA's preconditions (XLA would RET_CHECK)."""
 
@@ -169,8 +182,7 @@ class HloInstruction:
     def attributes(self) -> list[tuple[str, str]]:
         """Ordered `(key, raw_value)` pairs, split from the source on first access."""
         if self._attrs is None:
-            from ..text.attributes import split_attribute_text
-
+            split_attribute_text = _attributes().split_attribute_text
             self._attrs = split_attribute_text(self)
         return self._attrs
 
@@ -184,8 +196,7 @@ class HloInstruction:
             # one found ahead of the first quote is real: read just its value.
             at = text.find(", " + key + "=")
             if at >= 0 and not ('"' in text[:at] or "'" in text[:at]):
-                from ..text.attributes import attribute_value_at
-
+                attribute_value_at = _attributes().attribute_value_at
                 value = attribute_value_at(self, at + len(key) + 3, key)
                 if value is not None:
                     return value
@@ -223,74 +234,63 @@ class HloInstruction:
     # Typed accessors. Each decodes its raw attribute once and caches the result.
     @property
     def replica_groups(self) -> ReplicaGroups:
-        from ..text.attributes import decode_replica_groups
-
+        decode_replica_groups = _attributes().decode_replica_groups
         return self._decoded("replica_groups", decode_replica_groups)
 
     @property
     def dimensions(self) -> tuple[int, ...]:
-        from ..text.attributes import decode_dimensions
-
+        decode_dimensions = _attributes().decode_dimensions
         return self._decoded("dimensions", decode_dimensions)
 
     @property
     def all_gather_dimension(self) -> int:
         dims = self.dimensions
         if not dims:
-            from ..text.attributes import attribute_error
-
+            attribute_error = _attributes().attribute_error
             raise attribute_error(self, "dimensions", "all-gather needs dimensions={d}")
         return dims[0]
 
     @property
     def channel_id(self) -> int | None:
-        from ..text.attributes import decode_channel_id
-
+        decode_channel_id = _attributes().decode_channel_id
         return self._decoded("channel_id", decode_channel_id)
 
     @property
     def use_global_device_ids(self) -> bool:
-        from ..text.attributes import decode_bool_attr
-
+        decode_bool_attr = _attributes().decode_bool_attr
         return self._decoded("use_global_device_ids", lambda i: decode_bool_attr(i, "use_global_device_ids"))
 
     @property
     def constrain_layout(self) -> bool:
-        from ..text.attributes import decode_bool_attr
-
+        decode_bool_attr = _attributes().decode_bool_attr
         return self._decoded("constrain_layout", lambda i: decode_bool_attr(i, "constrain_layout"))
 
     @property
     def custom_call_has_side_effect(self) -> bool:
-        from ..text.attributes import decode_bool_attr
-
+        decode_bool_attr = _attributes().decode_bool_attr
         return self._decoded(
             "custom_call_has_side_effect", lambda i: decode_bool_attr(i, "custom_call_has_side_effect")
         )
 
     @property
     def custom_call_target(self) -> str:
-        from ..text.attributes import decode_string_attr
-
+        decode_string_attr = _attributes().decode_string_attr
         return self._decoded("custom_call_target", lambda i: decode_string_attr(i, "custom_call_target"))
 
     @property
     def raw_backend_config(self) -> str:
         """The backend config as XLA stores it: unescaped string, or a raw JSON dict verbatim."""
-        from ..text.attributes import decode_backend_config
-
+        decode_backend_config = _attributes().decode_backend_config
         return self._decoded("backend_config", decode_backend_config)
 
     @property
     def tuple_index(self) -> int:
-        from ..text.attributes import decode_int_attr
-
+        decode_int_attr = _attributes().decode_int_attr
         return self._decoded("index", lambda i: decode_int_attr(i, "index"))
 
     @property
     def parameter_number(self) -> int:
-        from ..text.attributes import decode_parameter_number
-
+        decode_parameter_number = _attributes().decode_parameter_number
         return self._decoded("parameter_number", decode_parameter_number)
 
     @property
@@ -306,14 +306,12 @@ class HloInstruction:
         return self._slice()[2]
 
     def _slice(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        from ..text.attributes import decode_slice
-
+        decode_slice = _attributes().decode_slice
         return self._decoded("slice", decode_slice)
 
     @property
     def frontend_attributes(self) -> dict[str, str]:
-        from ..text.attributes import decode_frontend_attributes
-
+        decode_frontend_attributes = _attributes().decode_frontend_attributes
         return self._decoded("frontend_attributes", decode_frontend_attributes)
 
     # ---------------------------------------------------------- side effects
@@ -559,8 +557,7 @@ _NOT_INFERRED_FROM_OPERAND = frozenset(
 
 
 def _shape_error(inst: HloInstruction, message: str) -> Exception:
-    from ..text.attributes import instruction_error
-
+    instruction_error = _attributes().instruction_error
     return instruction_error(inst, message)
 
 

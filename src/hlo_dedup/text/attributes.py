@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from ..ir.replica_groups import ReplicaGroups
 
 _INT = re.compile(r"-?\d+")
+# Values that need no scanner: a word, an int list, a list of int lists, an iota device
+# list; each must be followed by the next `, key=` or the end.
+_PLAIN_VALUE = re.compile(
+    r"(?:[\w.\-]+|\{[\d,]*\}|\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?)"
+    r"(?=, [A-Za-z_][\w.\-]*=|$)"
+)
 _SLICE_DIM = re.compile(r"\[\s*(-?\d+)\s*:\s*(-?\d+)\s*(?::\s*(-?\d+)\s*)?\]")
 
 
@@ -55,6 +61,9 @@ def attribute_value_at(inst: HloInstruction, start: int, key: str) -> str | None
     """The raw value of `key` starting at `start` of the unsplit attribute text, or None
     to let the caller split the whole list (which reports any malformed text)."""
     text = inst._attr_text or ""
+    quick = _PLAIN_VALUE.match(text, start)
+    if quick is not None:
+        return quick.group()
     try:
         end = attribute_value_end(text, start, key)
     except ScanError:
