@@ -430,7 +430,10 @@ class _Parser:
             if attrs is None:
                 attrs, _ = split_attributes(self.text, m.start(8), m.end())
             self.resolve_references(state, inst, attrs)
-        state.comp._attach(inst)
+        comp = state.comp
+        inst.parent = comp  # HloComputation._attach, inlined on the hot path
+        comp._instructions[inst] = None
+        by_name[name] = inst
         if root:
             state.roots.append(inst)
         return inst
@@ -656,9 +659,8 @@ def _tail_is_one_line(tail: str) -> bool:
         return False
     if (
         not tail.count('"') % 2
-        and "'" not in tail
         and tail.count("{") == tail.count("}")
-        and tail.count("(") == tail.count(")")
+        and tail.count("'") == tail.count("\\'")  # only escaped ones, inside "..."
     ):
         return True
     bare = _STRING.sub('""', tail)
