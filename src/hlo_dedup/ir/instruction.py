@@ -182,8 +182,7 @@ class HloInstruction:
     def attributes(self) -> list[tuple[str, str]]:
         """Ordered `(key, raw_value)` pairs, split from the source on first access."""
         if self._attrs is None:
-            split_attribute_text = _attributes().split_attribute_text
-            self._attrs = split_attribute_text(self)
+            self._attrs = _attributes().split_attribute_text(self)
         return self._attrs
 
     def attr(self, key: str) -> str | None:
@@ -196,8 +195,7 @@ class HloInstruction:
             # one found ahead of the first quote is real: read just its value.
             at = text.find(", " + key + "=")
             if at >= 0 and not ('"' in text[:at] or "'" in text[:at]):
-                attribute_value_at = _attributes().attribute_value_at
-                value = attribute_value_at(self, at + len(key) + 3, key)
+                value = _attributes().attribute_value_at(self, at + len(key) + 3, key)
                 if value is not None:
                     return value
         for k, v in self.attributes:
@@ -223,96 +221,81 @@ class HloInstruction:
         self._cache = None
         self.mark_changed()
 
-    def _decoded(self, key: str, decode):  # type: ignore[no-untyped-def]
+    def _decoded(self, key: str, decoder: str, *args: str):  # type: ignore[no-untyped-def]
+        """Decode once with `text.attributes.<decoder>(self, *args)` and cache the value."""
         cache = self._cache
         if cache is None:
             cache = self._cache = {}
         if key not in cache:
-            cache[key] = decode(self)
+            cache[key] = getattr(_attributes(), decoder)(self, *args)
         return cache[key]
 
     # Typed accessors. Each decodes its raw attribute once and caches the result.
     @property
     def replica_groups(self) -> ReplicaGroups:
-        decode_replica_groups = _attributes().decode_replica_groups
-        return self._decoded("replica_groups", decode_replica_groups)
+        return self._decoded("replica_groups", "decode_replica_groups")
 
     @property
     def dimensions(self) -> tuple[int, ...]:
-        decode_dimensions = _attributes().decode_dimensions
-        return self._decoded("dimensions", decode_dimensions)
+        return self._decoded("dimensions", "decode_dimensions")
 
     @property
     def all_gather_dimension(self) -> int:
         dims = self.dimensions
         if not dims:
-            attribute_error = _attributes().attribute_error
-            raise attribute_error(self, "dimensions", "all-gather needs dimensions={d}")
+            raise _attributes().attribute_error(self, "dimensions", "all-gather needs dimensions={d}")
         return dims[0]
 
     @property
     def channel_id(self) -> int | None:
-        decode_channel_id = _attributes().decode_channel_id
-        return self._decoded("channel_id", decode_channel_id)
+        return self._decoded("channel_id", "decode_channel_id")
 
     @property
     def use_global_device_ids(self) -> bool:
-        decode_bool_attr = _attributes().decode_bool_attr
-        return self._decoded("use_global_device_ids", lambda i: decode_bool_attr(i, "use_global_device_ids"))
+        return self._decoded("use_global_device_ids", "decode_bool_attr", "use_global_device_ids")
 
     @property
     def constrain_layout(self) -> bool:
-        decode_bool_attr = _attributes().decode_bool_attr
-        return self._decoded("constrain_layout", lambda i: decode_bool_attr(i, "constrain_layout"))
+        return self._decoded("constrain_layout", "decode_bool_attr", "constrain_layout")
 
     @property
     def custom_call_has_side_effect(self) -> bool:
-        decode_bool_attr = _attributes().decode_bool_attr
         return self._decoded(
-            "custom_call_has_side_effect", lambda i: decode_bool_attr(i, "custom_call_has_side_effect")
+            "custom_call_has_side_effect", "decode_bool_attr", "custom_call_has_side_effect"
         )
 
     @property
     def custom_call_target(self) -> str:
-        decode_string_attr = _attributes().decode_string_attr
-        return self._decoded("custom_call_target", lambda i: decode_string_attr(i, "custom_call_target"))
+        return self._decoded("custom_call_target", "decode_string_attr", "custom_call_target")
 
     @property
     def raw_backend_config(self) -> str:
         """The backend config as XLA stores it: unescaped string, or a raw JSON dict verbatim."""
-        decode_backend_config = _attributes().decode_backend_config
-        return self._decoded("backend_config", decode_backend_config)
+        return self._decoded("backend_config", "decode_backend_config")
 
     @property
     def tuple_index(self) -> int:
-        decode_int_attr = _attributes().decode_int_attr
-        return self._decoded("index", lambda i: decode_int_attr(i, "index"))
+        return self._decoded("index", "decode_int_attr", "index")
 
     @property
     def parameter_number(self) -> int:
-        decode_parameter_number = _attributes().decode_parameter_number
-        return self._decoded("parameter_number", decode_parameter_number)
+        return self._decoded("parameter_number", "decode_parameter_number")
 
     @property
     def slice_starts(self) -> tuple[int, ...]:
-        return self._slice()[0]
+        return self._decoded("slice", "decode_slice")[0]
 
     @property
     def slice_limits(self) -> tuple[int, ...]:
-        return self._slice()[1]
+        return self._decoded("slice", "decode_slice")[1]
 
     @property
     def slice_strides(self) -> tuple[int, ...]:
-        return self._slice()[2]
-
-    def _slice(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        decode_slice = _attributes().decode_slice
-        return self._decoded("slice", decode_slice)
+        return self._decoded("slice", "decode_slice")[2]
 
     @property
     def frontend_attributes(self) -> dict[str, str]:
-        decode_frontend_attributes = _attributes().decode_frontend_attributes
-        return self._decoded("frontend_attributes", decode_frontend_attributes)
+        return self._decoded("frontend_attributes", "decode_frontend_attributes")
 
     # ---------------------------------------------------------- side effects
     def has_side_effect_no_recurse(self) -> bool:
@@ -557,8 +540,7 @@ _NOT_INFERRED_FROM_OPERAND = frozenset(
 
 
 def _shape_error(inst: HloInstruction, message: str) -> Exception:
-    instruction_error = _attributes().instruction_error
-    return instruction_error(inst, message)
+    return _attributes().instruction_error(inst, message)
 
 
 __all__ = ["HloInstruction", "HloIrError", "shapes_equal"]
