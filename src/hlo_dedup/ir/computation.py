@@ -187,6 +187,7 @@ class HloComputation:
         self._force_remove(inst)
 
     def _force_remove(self, inst: HloInstruction) -> None:
+        inst._detach_from_source()
         inst.detach()
         del self._instructions[inst]
         if self._by_name.get(inst.name) is inst:

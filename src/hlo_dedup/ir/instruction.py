@@ -63,11 +63,12 @@ class HloInstruction:
         "_shape_text",
         "_shape",
         "_payload",
-        "_attr_text",
+        "_attr_raw",
         "_attrs",
-        "_attr_offset",
+        "_tail_start",
+        "_end",
         "_lead",
-        "_text",
+        "_dirty",
         "_percent",
         "_operand_shapes",
         "_cache",
@@ -103,10 +104,11 @@ class HloInstruction:
             self._shape_text = shape
         self._payload = payload
         self._attrs: list[tuple[str, str]] | None = list(attributes)
-        self._attr_text: str | None = None
-        self._attr_offset = -1
+        self._attr_raw: str | None = None
+        self._tail_start = -1
+        self._end = -1
         self._lead = ""
-        self._text: str | None = None
+        self._dirty = False
         self._percent = True
         self._operand_shapes = False
         self._cache: dict[str, object] | None = None
@@ -171,6 +173,49 @@ class HloInstruction:
         self._shape = shape
         self._shape_text = shape.to_text()
         self.mark_changed()
+
+    # ---------------------------------------------------------- source text
+    # A parsed instruction keeps offsets into its module's source, not copies: its line is
+    # source[offset:_end] and its raw attribute list source[_tail_start:_end].
+    def _source_text(self) -> str | None:
+        comp = self.parent
+        module = comp.parent if comp is not None else None
+        return module._source if module is not None else None
+
+    @property
+    def _text(self) -> str | None:
+        """The instruction's source line while it is unchanged; None once it must be regenerated."""
+        if self._dirty or self._end < 0:
+            return None
+        source = self._source_text()
+        return None if source is None else source[self.offset : self._end]
+
+    @_text.setter
+    def _text(self, value: None) -> None:
+        if value is not None:
+            raise ValueError("an instruction's text comes from its source span")
+        self._dirty = True
+
+    @property
+    def _attr_text(self) -> str | None:
+        """The raw `, key=value...` text; None once the attribute list was edited."""
+        if self._tail_start >= 0:
+            source = self._source_text()
+            if source is not None:
+                return source[self._tail_start : self._end]
+        return self._attr_raw
+
+    @_attr_text.setter
+    def _attr_text(self, value: str | None) -> None:
+        self._tail_start = -1
+        self._attr_raw = value
+
+    def _detach_from_source(self) -> None:
+        """Copy what still refers to the source before the instruction leaves its module."""
+        if self._tail_start >= 0:
+            self._attr_raw = self._attr_text
+            self._tail_start = -1
+        self._dirty = True
 
     # ------------------------------------------------------------ attributes
     @property

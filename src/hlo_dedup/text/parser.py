@@ -372,7 +372,7 @@ class _Parser:
                         end = m.end()
                         lead = m.group(1)
                         inst._lead = leads.get(lead) or _intern_lead(lead)
-                        inst._text = text[q:end]
+                        inst._end = end
                         inst.offset = q
                         pos = end
                         continue
@@ -395,7 +395,7 @@ class _Parser:
                 return pos
             inst, end = self.slow_instruction(state, q)
             inst._lead = _intern_lead(text[pos:q])
-            inst._text = text[q:end]
+            inst._end = end
             inst.offset = q
             pos = end
 
@@ -424,7 +424,7 @@ class _Parser:
                     operands.append(op)
         inst = HloInstruction.__new__(HloInstruction)
         _init_parsed(inst, name, opcode, shape, operands, payload, pct == "%")
-        inst._attr_text = tail
+        inst._tail_start = m.start(8)
         if tail and _NEEDS_ATTRS.search(tail):
             attrs = _quick_references(tail, m.start(8))
             if attrs is None:
@@ -457,7 +457,7 @@ class _Parser:
         inst, pos = self.parse_instruction_rest(state, name, pct, skip_trivia(text, pos))
         tail_start = pos
         attrs, pos = split_attributes(text, pos)
-        inst._attr_text = text[tail_start:pos]
+        inst._tail_start = tail_start
         seen: set[str] = set()
         for key, _, off in attrs:
             if key in seen:
@@ -719,10 +719,11 @@ def _init_parsed(
     inst._shape = None
     inst._payload = payload
     inst._attrs = None
-    inst._attr_text = ""
-    inst._attr_offset = -1
+    inst._attr_raw = ""
+    inst._tail_start = -1
+    inst._end = -1
     inst._lead = ""
-    inst._text = None
+    inst._dirty = False
     inst._percent = percent
     inst._operand_shapes = False
     inst._cache = None

@@ -178,15 +178,30 @@ def _hidden(inst: HloInstruction) -> bool:
 
 
 def format_computation(comp: HloComputation) -> str:
+    """The computation's text. Unchanged instructions that are also neighbours in the
+    source are copied as one slice of it; the rest are printed line by line."""
     parts = [format_computation_head(comp)]
+    module = comp.parent
+    source = module._source if module is not None else None
+    run_start = run_end = -1
     for inst in _emission_order(comp):
         if _hidden(inst):
             continue
-        text = inst._text
-        if text is None:
-            text = format_instruction(inst)
+        if source is not None and not inst._dirty and inst._end >= 0:
+            lead_start = inst.offset - len(inst._lead)
+            if lead_start != run_end:
+                if run_end >= 0:
+                    parts.append(source[run_start:run_end])
+                run_start = lead_start
+            run_end = inst._end
+            continue
+        if run_end >= 0:
+            parts.append(source[run_start:run_end])  # type: ignore[index]
+            run_start = run_end = -1
         parts.append(inst._lead or "\n  ")
-        parts.append(text)
+        parts.append(format_instruction(inst))
+    if run_end >= 0:
+        parts.append(source[run_start:run_end])  # type: ignore[index]
     parts.append(comp._tail)
     return "".join(parts)
 
