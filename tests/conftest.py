@@ -1,38 +1,14 @@
-"""Shared test fixtures: the XLA corpus beside the project, JAX-generated data, XLA."""
+"""Shared fixtures; the helpers themselves live in tests/support.py."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus" / "xla-hlo"
-JAX_DATA = REPO / "tests" / "data" / "jax"
-IN_CI = os.environ.get("CI") == "true"
-
-
-def corpus_files() -> list[Path]:
-    """The corpus `.hlo` files; outside CI an absent corpus skips, in CI it fails."""
-    if not CORPUS.is_dir():
-        if IN_CI:
-            pytest.fail(f"corpus missing at {CORPUS} (CI must have ../shared/corpus)")
-        pytest.skip("../shared/corpus/xla-hlo is absent (only CI and developer clones have it)")
-    return sorted(CORPUS.glob("*.hlo"))
-
-
-def jax_modules() -> list[Path]:
-    return sorted(JAX_DATA.glob("*.hlo"))
+from support import CORPUS, IN_CI, JAX_DATA, REPO, corpus_files, jax_modules  # noqa: F401
+from support import xla_client as _xla_client
 
 
 @pytest.fixture(scope="session")
-def xla_client():
+def xla_client():  # type: ignore[no-untyped-def]
     """jaxlib's xla_client; the oracle tests are never skipped in CI."""
-    try:
-        from jax._src.lib import xla_client as xc
-    except ImportError:
-        if IN_CI:
-            pytest.fail("jax/jaxlib are required in CI (pip install -e '.[test]')")
-        pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[test]'")
-    return xc
+    return _xla_client()

@@ -100,7 +100,7 @@ def test_directory_with_a_malformed_file(corpus: Path, tmp_path: Path) -> None:
     assert lines[-4] == message.rstrip("\n")
     assert sum("error:" in line for line in lines) == 1
     assert lines[-3].startswith(f"files: {len(good)} ok, 1 failed (of {len(good) + 1})")
-    assert lines[-2].startswith(f"total: ")
+    assert lines[-2].startswith("total: ")
     assert re.match(r"time: .* wall, 2 workers, [\d.]+ files/s", lines[-1])
 
     data = json.loads(report.read_text())

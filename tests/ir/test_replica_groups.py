@@ -4,39 +4,14 @@ materialisation (checked against XLA where marked ``oracle``), errors, corpus.""
 from __future__ import annotations
 
 import math
-import os
 import re
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from support import corpus_files, xla_hlo
 from hlo_dedup.ir.replica_groups import ReplicaGroups, ReplicaGroupsError, parse_replica_groups
-
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "xla-hlo"
-
-
-def corpus_files() -> list[Path]:
-    """The corpus .hlo files; skip when absent, but fail in CI."""
-    files = sorted(CORPUS.glob("*.hlo")) if CORPUS.is_dir() else []
-    if not files:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"HLO corpus not found at {CORPUS}")
-        pytest.skip(f"HLO corpus not found at {CORPUS}")
-    return files
-
-
-def xla_hlo() -> ModuleType:
-    """jaxlib's HLO bindings (the oracle); skip when absent, but fail in CI."""
-    try:
-        from jax._src.lib import xla_client
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("jaxlib is not installed")
-    return xla_client.hlo
 
 
 def xla_groups(text: str) -> str:

@@ -3,15 +3,13 @@ sizes, the corpus, and (marker ``oracle``) agreement with XLA's own printer."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support import corpus_files, xla_hlo
 from hlo_dedup.ir.shape import (
     UNBOUNDED_SIZE,
     Layout,
@@ -31,28 +29,6 @@ from hlo_dedup.ir.shape import (
 )
 
 P = PrimitiveType
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "xla-hlo"
-
-
-def corpus_files() -> list[Path]:
-    """The corpus .hlo files; skip when absent, but fail in CI."""
-    files = sorted(CORPUS.glob("*.hlo")) if CORPUS.is_dir() else []
-    if not files:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"HLO corpus not found at {CORPUS}")
-        pytest.skip(f"HLO corpus not found at {CORPUS}")
-    return files
-
-
-def xla_hlo() -> ModuleType:
-    """jaxlib's HLO bindings (the oracle); skip when absent, but fail in CI."""
-    try:
-        from jax._src.lib import xla_client
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("jaxlib is not installed")
-    return xla_client.hlo
 
 
 # A result shape: everything between "name = " and " opcode(", with balanced

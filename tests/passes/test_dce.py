@@ -141,16 +141,16 @@ SIDE_EFFECTS = {
   lo = f32[] constant(0)
   hi = f32[] constant(1)
   x = {V} rng(lo, hi), distribution=rng_uniform""", True, True),
-    "all-gather-channel-non-spmd": (f"""
-  x = f32[16]{{0}} all-gather(p0), channel_id=1, replica_groups={{{{0,1,2,3}}}}, dimensions={{0}}""",
+    "all-gather-channel-non-spmd": ("""
+  x = f32[16]{0} all-gather(p0), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}""",
                                     False, True),
-    "all-gather-channel-spmd": (f"""
-  x = f32[16]{{0}} all-gather(p0), channel_id=1, replica_groups={{{{0,1,2,3}}}}, dimensions={{0}}""",
+    "all-gather-channel-spmd": ("""
+  x = f32[16]{0} all-gather(p0), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}""",
                                 True, False),
-    "all-gather-no-channel-non-spmd": (f"""
-  x = f32[16]{{0}} all-gather(p0), replica_groups={{{{0,1,2,3}}}}, dimensions={{0}}""", False, False),
-    "all-gather-constrain-layout": (f"""
-  x = f32[16]{{0}} all-gather(p0), replica_groups={{{{0,1,2,3}}}}, constrain_layout=true, dimensions={{0}}""",
+    "all-gather-no-channel-non-spmd": ("""
+  x = f32[16]{0} all-gather(p0), replica_groups={{0,1,2,3}}, dimensions={0}""", False, False),
+    "all-gather-constrain-layout": ("""
+  x = f32[16]{0} all-gather(p0), replica_groups={{0,1,2,3}}, constrain_layout=true, dimensions={0}""",
                                     True, True),
     "all-reduce-channel-non-spmd": (f"""
   x = {V} all-reduce(p0), channel_id=1, replica_groups={{}}, to_apply=sum""", False, True),

@@ -9,13 +9,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+import support
 from hlo_dedup.text.printer import format_module
 
 from hlo_dedup.ir.module import HloModule
@@ -23,18 +22,6 @@ from hlo_dedup.text import parse_module, parse_modules, split_module_texts
 from hlo_dedup.text.lexer import ScanError, skip_trivia
 
 pytestmark = pytest.mark.corpus
-
-
-def _root_conftest():  # type: ignore[no-untyped-def]
-    """tests/conftest.py by path (`import conftest` may find another directory's conftest)."""
-    name = "_hlo_dedup_tests_root_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "conftest.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
 def _has_hlo(piece: str) -> bool:
@@ -46,7 +33,7 @@ def _has_hlo(piece: str) -> bool:
 
 def corpus_modules() -> Iterator[tuple[str, int, str]]:
     """(file name, first line, module text) for every module of every corpus file."""
-    for path in _root_conftest().corpus_files():
+    for path in support.corpus_files():
         text = path.read_text()
         for first_line, piece in split_module_texts(text):
             if piece.strip() and _has_hlo(piece):
@@ -54,7 +41,7 @@ def corpus_modules() -> Iterator[tuple[str, int, str]]:
 
 
 def jax_files() -> list[Path]:
-    files = _root_conftest().jax_modules()
+    files = support.jax_modules()
     assert files, "tests/data/jax/*.hlo missing"
     return files
 

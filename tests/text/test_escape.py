@@ -3,26 +3,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support import xla_hlo
 from hlo_dedup.text.escape import UnescapeError, c_escape, c_unescape
-
-
-def xla_hlo() -> ModuleType:
-    """jaxlib's HLO bindings (the oracle); skip when absent, but fail in CI."""
-    try:
-        from jax._src.lib import xla_client
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("jaxlib is not installed")
-    return xla_client.hlo
 
 
 @pytest.mark.parametrize(

@@ -8,16 +8,14 @@ only HloVerifyError.
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import support
 from hlo_dedup.ir.module import HloModule
 from hlo_dedup.text import HloParseError, parse_module, split_module_texts
 from hlo_dedup.text.lexer import ScanError, skip_trivia
@@ -59,24 +57,13 @@ ATTR_VALUE = re.compile(
 )
 
 
-def _root_conftest():  # type: ignore[no-untyped-def]
-    name = "_hlo_dedup_tests_root_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "conftest.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
-
-
 _SEEDS: list[str] = []
 
 
 def seeds() -> list[str]:
     """Small corpus modules (≤ 20 KB) to mutate."""
     if not _SEEDS:
-        for path in _root_conftest().corpus_files():
+        for path in support.corpus_files():
             if path.stat().st_size > 20_000:
                 continue
             for _, piece in split_module_texts(path.read_text()):
