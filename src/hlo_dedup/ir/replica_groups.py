@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Literal
 
+from .._syntax import TextCursor, TextSyntaxError
 from ..text.escape import UnescapeError, c_unescape
 
 __all__ = ["ReplicaGroups", "ReplicaGroupsError", "parse_replica_groups"]
@@ -28,16 +29,8 @@ Kind = Literal["list", "iota", "mesh"]
 Groups = tuple[tuple[int, ...], ...]
 
 
-class ReplicaGroupsError(ValueError):
+class ReplicaGroupsError(TextSyntaxError):
     """Malformed or invalid replica groups; ``offset`` indexes the text when known."""
-
-    def __init__(self, message: str, offset: int | None = None) -> None:
-        super().__init__(message, offset)
-        self.message = message
-        self.offset = offset
-
-    def __str__(self) -> str:
-        return self.message if self.offset is None else f"{self.message} (at offset {self.offset})"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -229,39 +222,15 @@ def _mesh_groups(sizes: tuple[int, ...], devices: list[int], refs: list[_AxisRef
 # Parsing
 # ----------------------------------------------------------------------------
 
-_SKIP_RE = re.compile(r"(?:[ \t\r\n]+|/\*.*?\*/|//[^\n]*)*", re.S)
 _INT_RE = re.compile(r"-?[0-9]+")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _STRING_RE = re.compile(r"\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)'")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-class _Parser:
-    __slots__ = ("text", "pos")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-
-    def error(self, message: str, offset: int | None = None) -> ReplicaGroupsError:
-        return ReplicaGroupsError(message, self.pos if offset is None else offset)
-
-    def describe(self) -> str:
-        return "end of text" if self.pos >= len(self.text) else repr(self.text[self.pos : self.pos + 12])
-
-    def skip(self) -> None:
-        self.pos = _SKIP_RE.match(self.text, self.pos).end()  # type: ignore[union-attr]
-
-    def eat(self, token: str) -> bool:
-        self.skip()
-        if self.text.startswith(token, self.pos):
-            self.pos += len(token)
-            return True
-        return False
-
-    def expect(self, token: str, context: str) -> None:
-        if not self.eat(token):
-            raise self.error(f"expected '{token}' {context}, found {self.describe()}")
+class _Parser(TextCursor):
+    __slots__ = ()
+    error_type = ReplicaGroupsError
 
     def integer(self, context: str) -> int:
         self.skip()

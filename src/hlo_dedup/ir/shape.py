@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from .._syntax import SKIP_RE, TextCursor, TextSyntaxError
+
 __all__ = [
     "UNBOUNDED_SIZE",
     "Layout",
@@ -143,16 +145,8 @@ _BIT_WIDTH: dict[PrimitiveType, int] = {
 _BY_NAME: dict[str, PrimitiveType] = {t.value: t for t in PrimitiveType}
 
 
-class ShapeSyntaxError(ValueError):
+class ShapeSyntaxError(TextSyntaxError):
     """Malformed shape or layout text; ``offset`` indexes the text."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(message, offset)
-        self.message = message
-        self.offset = offset
-
-    def __str__(self) -> str:
-        return f"{self.message} (at offset {self.offset})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,7 +415,6 @@ _FAST_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[((?:(?:<=)?\d{1,18}|\?)(?:,(?:(?
 _FAST_LAYOUT_RE = re.compile(r"\{(\d{1,18}(?:,\d{1,18})*)\}")
 # The whole text is a plain array shape: the overwhelmingly common case.
 _FAST_SHAPE_RE = re.compile(_FAST_ARRAY_RE.pattern + "(?:" + _FAST_LAYOUT_RE.pattern + ")?")
-_SKIP_RE = re.compile(r"(?:[ \t\r\n]+|/\*.*?\*/|//[^\n]*)*", re.S)
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _INT_RE = re.compile(r"-?[0-9]+")
 
@@ -469,42 +462,16 @@ def parse_shape(text: str) -> Shape:
     return _ShapeParser(text).parse()
 
 
-class _ShapeParser:
+class _ShapeParser(TextCursor):
     """Recursive-descent parser over the token grammar of §6 (whitespace and
     comments allowed between any two tokens)."""
 
-    __slots__ = ("text", "pos", "depth")
+    __slots__ = ("depth",)
+    error_type = ShapeSyntaxError
 
     def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
+        super().__init__(text)
         self.depth = 0
-
-    # -- lexical helpers -----------------------------------------------------
-
-    def error(self, message: str, offset: int | None = None) -> ShapeSyntaxError:
-        return ShapeSyntaxError(message, self.pos if offset is None else offset)
-
-    def skip(self) -> None:
-        self.pos = _SKIP_RE.match(self.text, self.pos).end()  # type: ignore[union-attr]
-        if self.text.startswith("/*", self.pos):
-            raise self.error("unterminated comment")
-
-    def describe(self) -> str:
-        if self.pos >= len(self.text):
-            return "end of text"
-        return repr(self.text[self.pos : self.pos + 12])
-
-    def eat(self, token: str) -> bool:
-        self.skip()
-        if self.text.startswith(token, self.pos):
-            self.pos += len(token)
-            return True
-        return False
-
-    def expect(self, token: str, context: str) -> None:
-        if not self.eat(token):
-            raise self.error(f"expected '{token}' {context}, found {self.describe()}")
 
     def peek_ident(self) -> str | None:
         self.skip()
@@ -644,7 +611,7 @@ class _ShapeParser:
         self.skip()
         if not self.text.startswith("{", self.pos):
             return False
-        after = _SKIP_RE.match(self.text, self.pos + 1).end()  # type: ignore[union-attr]
+        after = SKIP_RE.match(self.text, self.pos + 1).end()  # type: ignore[union-attr]
         return self.text.startswith(":", after) or _INT_RE.match(self.text, after) is not None
 
     def layout(self) -> Layout:

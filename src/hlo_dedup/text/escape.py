@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import re
 
+from .._syntax import TextSyntaxError
+
 __all__ = ["UnescapeError", "c_escape", "c_unescape"]
 
 
-class UnescapeError(ValueError):
+class UnescapeError(TextSyntaxError):
     """An invalid escape sequence; ``offset`` indexes the input string."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(message, offset)
-        self.message = message
-        self.offset = offset
-
-    def __str__(self) -> str:
-        return f"{self.message} (at offset {self.offset})"
 
 
 def _escape_for(byte: int) -> str:

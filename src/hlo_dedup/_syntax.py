@@ -1,0 +1,56 @@
+"""A small cursor over a short piece of text, shared by the readers of shapes and
+replica groups, and the error type whose `offset` indexes that text."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+SKIP_RE = re.compile(r"(?:[ \t\r\n]+|/\*.*?\*/|//[^\n]*)*", re.S)
+
+
+class TextSyntaxError(ValueError):
+    """Malformed text; `offset` indexes it when known."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message, offset)
+        self.message = message
+        self.offset = offset
+
+    def __str__(self) -> str:
+        return self.message if self.offset is None else f"{self.message} (at offset {self.offset})"
+
+
+class TextCursor:
+    """Position in `text`, skipping whitespace and comments between tokens."""
+
+    __slots__ = ("text", "pos")
+    error_type: ClassVar[type[TextSyntaxError]] = TextSyntaxError
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def error(self, message: str, offset: int | None = None) -> TextSyntaxError:
+        return self.error_type(message, self.pos if offset is None else offset)
+
+    def skip(self) -> None:
+        self.pos = SKIP_RE.match(self.text, self.pos).end()  # type: ignore[union-attr]
+        if self.text.startswith("/*", self.pos):
+            raise self.error("unterminated comment")
+
+    def describe(self) -> str:
+        if self.pos >= len(self.text):
+            return "end of text"
+        return repr(self.text[self.pos : self.pos + 12])
+
+    def eat(self, token: str) -> bool:
+        self.skip()
+        if self.text.startswith(token, self.pos):
+            self.pos += len(token)
+            return True
+        return False
+
+    def expect(self, token: str, context: str) -> None:
+        if not self.eat(token):
+            raise self.error(f"expected '{token}' {context}, found {self.describe()}")
