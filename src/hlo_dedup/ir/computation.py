@@ -323,20 +323,6 @@ class HloComputation:
             module._side_effect_cache()[self] = result
         return result
 
-    def make_embedded_computations(self) -> list[HloComputation]:
-        """Computations this one calls, transitively, callees first."""
-        seen: dict[HloComputation, None] = {}
-
-        def visit(comp: HloComputation) -> None:
-            for inst in comp._instructions:
-                for callee in inst.called_computations:
-                    if callee not in seen:
-                        visit(callee)
-                        seen[callee] = None
-
-        visit(self)
-        return list(seen)
-
     def to_text(self) -> str:
         from ..text.printer import format_computation
 

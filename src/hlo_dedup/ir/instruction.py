@@ -9,11 +9,10 @@ for one, which keeps parsing cheap on million-instruction modules.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable
 
 from .opcodes import (
     ALWAYS_SIDE_EFFECTING,
-    CALLED_COMPUTATION_KEYS,
     LAYOUT_CONSTRAINABLE_COLLECTIVES,
     OPCODES,
     is_known_opcode,
@@ -523,11 +522,6 @@ class HloInstruction:
 
     def __str__(self) -> str:
         return self.to_text()
-
-    def called_computation_attrs(self) -> Iterator[tuple[str, str]]:
-        for k, v in self.attributes:
-            if k in CALLED_COMPUTATION_KEYS:
-                yield k, v
 
 
 def _infer_shape(inst: HloInstruction) -> Shape:

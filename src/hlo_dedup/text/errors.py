@@ -40,14 +40,3 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     column = offset - (text.rfind("\n", 0, offset) + 1) + 1
     return line, column
-
-
-def error_at(text: str, offset: int, message: str, filename: str = "<string>") -> HloParseError:
-    """Build an HloParseError for `offset` in `text`, quoting the text found there."""
-    line, column = line_col(text, offset)
-    end = offset
-    while end < len(text) and end - offset < 24 and text[end] != "\n":
-        end += 1
-    return HloParseError(
-        message, filename=filename, line=line, column=column, snippet=text[offset:end]
-    )
