@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import IN_CI
 
 from hlo_dedup.cli import main
 from hlo_dedup.report import load_schema
@@ -23,19 +24,7 @@ from hlo_dedup.report import load_schema
 DATA = Path(__file__).resolve().parents[1] / "data" / "jax"
 JAX_FILES = sorted(DATA.glob("*.hlo"))
 BAD_HLO = "HloModule bad\n\nENTRY main {\n  ROOT p = f32[] parameter(0) oops\n}\n"
-RET_CHECK_HLO = """\
-HloModule retcheck
-
-ENTRY main {
-  p = f32[1,4,8] parameter(0)
-  k = f32[1,4,16] custom-call(p), custom_call_target="AwsNeuronCustomNativeKernel", backend_config="cfg"
-  a = f32[1,4,8] slice(k), slice={[0:1], [0:4], [0:8]}
-  b = f32[1,4,8] slice(k), slice={[0:1], [0:4], [8:16]}
-  c = f32[1,4,16] negate(k)
-  ROOT t = (f32[1,4,8], f32[1,4,8], f32[1,4,16]) tuple(a, b, c)
-}
-"""
-IN_CI = os.environ.get("CI") == "true"
+RET_CHECK_HLO = (Path(__file__).resolve().parents[1] / "data" / "cli" / "retcheck_first_kernel_three_users.hlo").read_text()
 
 
 def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -22,22 +22,8 @@ from hlo_dedup.passes import pass_names
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "jax"
 FSDP = DATA / "fsdp_shard_map.hlo"
-IN_CI = os.environ.get("CI") == "true"
 
-# The preprocess-kernel pass's first kernel (one f32[1,4,8] operand, f32[1,4,16] result) has
-# three users: RET_CHECK(first->user_count() == 2) fails.
-RET_CHECK_HLO = """\
-HloModule retcheck
-
-ENTRY main {
-  p = f32[1,4,8] parameter(0)
-  k = f32[1,4,16] custom-call(p), custom_call_target="AwsNeuronCustomNativeKernel", backend_config="cfg"
-  a = f32[1,4,8] slice(k), slice={[0:1], [0:4], [0:8]}
-  b = f32[1,4,8] slice(k), slice={[0:1], [0:4], [8:16]}
-  c = f32[1,4,16] negate(k)
-  ROOT t = (f32[1,4,8], f32[1,4,8], f32[1,4,16]) tuple(a, b, c)
-}
-"""
+RET_CHECK_HLO = (Path(__file__).resolve().parents[1] / "data" / "cli" / "retcheck_first_kernel_three_users.hlo").read_text()
 
 # Two all-gathers of one parameter, same output shape and groups; one has a channel_id (flattened
 # ids), the other none (cross-replica): the faithful key folds them, which is a hazard.
@@ -78,16 +64,6 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
     assert "Traceback" not in err(proc)
     return lines[0]
 
-
-@pytest.fixture(scope="module")
-def xc():
-    try:
-        from jax._src.lib import xla_client
-    except ImportError:
-        if IN_CI:
-            raise
-        pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[test]'")
-    return xla_client
 
 
 @pytest.fixture(scope="module")

@@ -2,30 +2,24 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from hlo_dedup.io import formats, proto
-from hlo_dedup.io.formats import FormatError, detect_format, output_format_for, read_modules, write_module
+from hlo_dedup.io.formats import (
+    FormatError,
+    detect_format,
+    output_format_for,
+    read_modules,
+    write_module,
+)
 from hlo_dedup.text import HloParseError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "jax"
 FSDP = DATA / "fsdp_shard_map.hlo"
 JAX_MODULES = sorted(DATA.glob("*.hlo"))
-IN_CI = os.environ.get("CI") == "true"
 
-
-@pytest.fixture(scope="module")
-def xc():
-    try:
-        from jax._src.lib import xla_client
-    except ImportError:
-        if IN_CI:
-            raise
-        pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[test]'")
-    return xla_client
 
 
 def module_proto(xc, path: Path) -> bytes:
