@@ -33,6 +33,10 @@ PHASES = [  # (key in worker JSON, label)
     ("print_s", "print"),
     ("dce_s", "dce alone"),
 ]
+#: Rows reported for information, outside the linearity target: the standalone `dce` runs on
+#: an already-clean module (a sub-millisecond scan at 10k, served from cache there), and
+#: XLA's own parse+print.
+INFO_ONLY = frozenset({"dce alone", "XLA parse+print"})
 TARGET_PP = 1.0
 TARGET_FULL = 1.25
 LINEAR_TOL = 0.25
@@ -110,10 +114,15 @@ def report(results: list[dict]) -> str:
         med = statistics.median(us)
         dev = max(abs(u / med - 1) for u in us) if med > 0 else 0.0
         ok = dev <= LINEAR_TOL
-        checks.append(ok)
-        lin_rows.append([label] + [f"{u:.2f}" for u in us] + [f"±{dev * 100:.0f}%", "ok" if ok else "NOT LINEAR"])
+        if label in INFO_ONLY:
+            verdict = "(info)"
+        else:
+            checks.append(ok)
+            verdict = "ok" if ok else "NOT LINEAR"
+        lin_rows.append([label] + [f"{u:.2f}" for u in us] + [f"±{dev * 100:.0f}%", verdict])
     lines.append("")
-    lines.append("µs per instruction, CPU (linearity: max deviation from the median over sizes, target ±25%)")
+    lines.append("µs per instruction, CPU (linearity: max deviation from the median over sizes, target ±25% "
+                 "for parse, each pass with its DCE, print and the full pipeline)")
     lines.append(table(lin_rows, ["phase"] + cols + ["spread", ""]))
     big = results[-1]
     verdict = []
