@@ -100,3 +100,16 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 def mb(nbytes: float) -> str:
     return f"{nbytes / 1e6:.0f}"
+
+
+def emit(args, measure, report) -> int:  # type: ignore[no-untyped-def]
+    """The scripts' common ending: `--from-json` re-prints a saved result; otherwise
+    measure, print the report and, with `--json`, save the raw results."""
+    if args.from_json:
+        print(report(json.loads(args.from_json.read_text())))
+        return 0
+    results = measure()
+    print(report(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0

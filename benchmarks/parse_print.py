@@ -12,13 +12,12 @@ byte-identical to the input (the child asserts it).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import machine_line, mb, median_runs, module_file, table  # noqa: E402
+from common import emit, machine_line, mb, median_runs, module_file, table  # noqa: E402
 
 
 def measure(path: Path, runs: int, gc_on: bool = False) -> dict:
@@ -84,15 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the raw results here")
     ap.add_argument("--from-json", type=Path, help="only re-print the report of a saved --json")
     args = ap.parse_args(argv)
-    if args.from_json:
-        print(report(json.loads(args.from_json.read_text())))
-        return 0
-    path = module_file(args.instructions, args.module)
-    res = measure(path, args.runs, args.gc_on)
-    print(report(res))
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1))
-    return 0
+    return emit(args, lambda: measure(module_file(args.instructions, args.module), args.runs, args.gc_on), report)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,13 @@ Per size (fresh child per run and side, medians):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import machine_line, mb, median_runs, module_file, table  # noqa: E402
+from common import emit, machine_line, mb, median_runs, module_file, table  # noqa: E402
 
 PHASES = [  # (key in worker JSON, label)
     ("parse_s", "parse"),
@@ -145,15 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the raw results here")
     ap.add_argument("--from-json", type=Path, help="only re-print the report of a saved --json")
     args = ap.parse_args(argv)
-    if args.from_json:
-        print(report(json.loads(args.from_json.read_text())))
-        return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    results = measure(sizes, args.runs, args.gc_on)
-    print(report(results))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
-    return 0
+    return emit(args, lambda: measure(sizes, args.runs, args.gc_on), report)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,8 @@ def run_xla(path: Path, args: argparse.Namespace) -> dict:
             "xla_print_identical": identical, "instructions": n}
 
 
-def run_ours(path: Path, args: argparse.Namespace) -> dict:
+def _parse_and_print(path: Path, args: argparse.Namespace, print_phase: str):  # type: ignore[no-untyped-def]
+    """Parse as the command does, then print the unchanged module (asserted byte-identical)."""
     import hlo_dedup
     from hlo_dedup.text.printer import format_module
 
@@ -89,29 +90,24 @@ def run_ours(path: Path, args: argparse.Namespace) -> dict:
         gc.disable()  # as the hlo-dedup command does for its run
     ph = Phases(args.profile)
     module = ph.run("parse", hlo_dedup.parse_module, text, str(path))
-    printed = ph.run("print", format_module, module)
+    printed = ph.run(print_phase, format_module, module)
     assert printed == text, "our print of the unchanged module is not byte-identical to the input"
-    del printed
+    return text, base, ph, module
+
+
+def run_ours(path: Path, args: argparse.Namespace) -> dict:
+    text, base, ph, module = _parse_and_print(path, args, "print")
     return {**ph.result(), "bytes": len(text), "rss_base_kb": base, "rss_peak_kb": _status_kb("VmHWM"),
             "instructions": module.instruction_count(), "print_identical": True}
 
 
 def run_pipeline(path: Path, args: argparse.Namespace) -> dict:
-    import hlo_dedup
     from hlo_dedup.passes import all_gather_duplicate_remover as agmod
     from hlo_dedup.passes import create_pass
     from hlo_dedup.text.printer import format_module
 
-    text = path.read_text()
-    base = _status_kb("VmRSS")
-    if not args.gc_on:
-        gc.disable()  # as the hlo-dedup command does for its run
-    ph = Phases(args.profile)
-    module = ph.run("parse", hlo_dedup.parse_module, text, str(path))
+    text, base, ph, module = _parse_and_print(path, args, "print_unchanged")
     before = module.instruction_count()
-    printed = ph.run("print_unchanged", format_module, module)
-    assert printed == text, "our print of the unchanged module is not byte-identical to the input"
-    del printed
 
     # Time the HloDCE the all-gather pass runs inside (instrumentation only).
     inner = {"s": 0.0, "cpu": 0.0}
