@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="per-source-file VLOG levels, e.g. neuron_all_gather_duplicate_remover=2")
     parser.add_argument("--report", metavar="FILE.json",
                         help="also write the run report as JSON (- : standard output, with -o FILE)")
+    parser.add_argument("--dot", metavar="FILE.dot",
+                        help="also draw the folds and hazards as a Graphviz graph (render: dot -Tsvg FILE.dot)")
     parser.add_argument("--strict", action="store_true",
                         help="refuse hazardous all-gather folds (and report them as refused)")
     parser.add_argument("--spmd", action=argparse.BooleanOptionalAction, default=True,
@@ -268,6 +270,14 @@ class _Run:
         write_output(payload, args.output, self.stdout_buffer())
         report.timings["print"] = rendered + time.perf_counter() - t0
 
+        if getattr(args, "dot", None):
+            from .fold_graph import folds_to_dot
+            from .io.files import write_atomic
+
+            try:
+                write_atomic(args.dot, folds_to_dot(report.modules))
+            except OSError as exc:
+                raise FormatError(args.dot, exc.strerror or str(exc)) from None
         if args.report:
             from .io.files import write_atomic
 
