@@ -64,6 +64,8 @@ def _shape_required(opcode: str) -> bool:
     return opcode in _SHAPE_REQUIRED or (
         opcode.endswith(("-start", "-update", "-done")) and opcode not in OPCODES
     )
+
+
 _leads: dict[str, str] = {}
 
 
