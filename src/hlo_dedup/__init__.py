@@ -6,7 +6,8 @@
     >>> result.changed, len(result.folds), result.hazards
     >>> hlo_dedup.save(module, "model.dedup.hlo")
 
-The core is pure Python; proto formats and the XLA oracle need `pip install 'hlo-dedup[xla]'`.
+The core is pure Python. Reading proto formats needs `pip install 'hlo-dedup[proto]'`;
+writing them and the XLA oracle need `pip install 'hlo-dedup[xla]'`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,11 @@
 
 Who does what:
 
-* **Module <-> HLO text** is jaxlib's own C++ (`hlo_dedup.xla.module_proto_to_text` /
-  `text_to_module_proto`): XLA reads and writes its proto, we never re-implement it.
+* **Module -> HLO text** (reading) is :mod:`hlo_dedup.io.proto_text`, which prints the
+  module exactly as jaxlib's ``module_proto_to_text`` would, needing only ``protobuf``
+  (the ``proto`` extra): reading a ``.pb`` never imports jax.
+* **HLO text -> module** (writing) is jaxlib's own C++ (``hlo_dedup.xla.text_to_module_proto``):
+  only XLA's parser knows how to build an ``HloModuleProto``.
 * **The wrappers** jaxlib rejects are peeled with the `protobuf` package. Both hold the
   module's bytes in field 1 (`HloProto.hlo_module = 1`, `HloSnapshot.hlo = 1` holding an
   `HloProto`). Message classes for exactly those fields are built at run time from a
@@ -15,11 +18,12 @@ Who does what:
   `hlo_dedup.io.hlo_schema` holds a generated table of the messages reachable from
   `HloSnapshot` (field names, numbers, types, enum values and oneofs of jaxlib's own
   `xla/service/hlo.proto` and `xla/xla_data.proto`); `google.protobuf.text_format` parses and
-  prints with classes built from it, and the module's binary form then goes through jaxlib.
+  prints with classes built from it, and the module's binary form then goes through
+  :mod:`hlo_dedup.io.proto_text`.
 
 Like hlo-opt's loader, input is tried as HloSnapshot, then HloProto, then HloModuleProto; because
 protobuf parsing is lenient, a container is accepted only if what it holds looks like a module
-(valid UTF-8 names and at least one named computation), and jaxlib has the last word.
+(valid UTF-8 names and at least one named computation), and the full load has the last word.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-INSTALL_HINT = "pip install 'hlo-dedup[xla]'"
+READ_HINT = "pip install 'hlo-dedup[proto]'"
+WRITE_HINT = "pip install 'hlo-dedup[xla]'"
 
 #: hlo-opt's order (xla/tools/hlo_module_loader.cc `LoadModuleFromData`).
 CONTAINERS: tuple[str, ...] = ("HloSnapshot", "HloProto", "HloModuleProto")
@@ -38,10 +43,12 @@ class ProtoError(ValueError):
 
 
 class ProtoSupportMissing(ImportError):
-    """protobuf or jax/jaxlib (the `xla` extra) is not installed."""
+    """protobuf (the `proto` extra, for reading) or jax/jaxlib (the `xla` extra, for
+    writing) is not installed."""
 
-    def __init__(self, what: str, detail: str = "") -> None:
-        message = f"{what} needs jax, jaxlib and protobuf: {INSTALL_HINT}"
+    def __init__(self, what: str, detail: str = "", *, writing: bool = False) -> None:
+        needs = "jax, jaxlib and protobuf" if writing else "protobuf"
+        message = f"{what} needs {needs}: {WRITE_HINT if writing else READ_HINT}"
         super().__init__(f"{message} ({detail})" if detail else message)
 
 
@@ -206,26 +213,37 @@ def module_bytes_to_text_proto(module: bytes) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# Module <-> HLO text, through jaxlib
+# Module -> HLO text (our printer), HLO text -> module (jaxlib)
+
+
+def module_bytes_to_hlo_text(module: bytes) -> str:
+    """XLA's HLO text of a serialized HloModuleProto, as jaxlib prints it, without jax.
+
+    Raises ProtoError for bytes XLA would not load, and for content the printer cannot
+    reproduce exactly (the message names the field).
+    """
+    try:
+        from google.protobuf.message import DecodeError
+    except ImportError as exc:
+        raise ProtoSupportMissing("reading HLO protos", str(exc)) from None
+    from . import proto_text
+
+    try:
+        return proto_text.module_to_text(module)
+    except DecodeError as exc:
+        raise ProtoError(f"not a valid HloModuleProto: {_text_error(exc)}") from None
+    except proto_text.InvalidProto as exc:
+        raise ProtoError(f"XLA would reject the HloModuleProto: {exc}") from None
+    except proto_text.UnsupportedProto as exc:
+        raise ProtoError(f"{exc}; convert the module to HLO text with XLA (e.g. hlo-opt) first") from None
 
 
 def _xla(what: str) -> Any:
     try:
         from hlo_dedup.xla import oracle
     except ImportError:  # XlaUnavailableError is an ImportError
-        raise ProtoSupportMissing(what) from None
+        raise ProtoSupportMissing(what, writing=True) from None
     return oracle
-
-
-def module_bytes_to_hlo_text(module: bytes) -> str:
-    """XLA's HLO text of a serialized HloModuleProto (raises ProtoError if XLA rejects it)."""
-    oracle = _xla("reading HLO protos")
-    from hlo_dedup.xla import XlaError
-
-    try:
-        return oracle.module_proto_to_text(module)
-    except XlaError as exc:
-        raise ProtoError(f"XLA rejected the HloModuleProto: {_text_error(exc)}") from None
 
 
 def hlo_text_to_module_bytes(text: str) -> bytes:

@@ -41,7 +41,7 @@ SUPPORTED: dict[str, frozenset[str]] = {
         "comparison_type is_cross_program_prefetch cross_program_prefetch_index padding_type "
         "custom_call_api_version async_execution_thread k largest statistics_viz "
         "collective_device_list iota_collective_device_list mesh_axes_replica_group_list is_composite "
-        "result_accuracy ragged_dot_dimension_numbers is_reverse num_carries is_associative conv_kind "
+        "result_accuracy original_value ragged_dot_dimension_numbers is_reverse num_carries is_associative conv_kind "
         "sparsity_config".split()
     ),
     "OpMetadata": frozenset(

@@ -24,6 +24,7 @@ from .proto_values import (
     has_entries,
     metadata_prints,
     op_metadata,
+    original_value,
     raw_or_quoted,
 )
 
@@ -296,6 +297,10 @@ class InstructionPrinter:
                 parts.append(operand.name)
         parts.append(")")
         self._extra_attributes(ins, wrapped, parts)
+        if proto.HasField("original_value"):
+            parts.append(", origin={")
+            parts.append(original_value(proto.original_value))
+            parts.append("}")
         if proto.HasField("metadata"):
             metadata = proto.metadata
             if ins.stack_frame_id != metadata.stack_frame_id:

@@ -348,3 +348,32 @@ def op_metadata(proto: Any) -> str:
 def metadata_prints(proto: Any) -> bool:
     """Whether ``metadata={...}`` appears: some field besides the numbers is set."""
     return bool(proto.op_type or proto.op_name or proto.source_file or proto.scheduling_name or proto.stack_frame_id)
+
+
+def original_value(proto: Any) -> str:
+    """``OriginalValue::ToString``: the tuple tree its elements' shape indices describe,
+    leaves ``{"name" {index}}`` (``{}`` when unknown), inner nodes ``(a, b)``."""
+    if proto.is_synthetic_call:
+        return "[synthetic_call]"
+    root: dict[str, Any] = {"value": None, "children": {}}
+    for element in proto.elements:
+        node = root
+        for i in element.shape_index:
+            node = node["children"].setdefault(i, {"value": None, "children": {}})
+        if element.HasField("original_array"):
+            node["value"] = element.original_array
+
+    def text(node: dict[str, Any]) -> str:
+        children = node["children"]
+        if not children:
+            array = node["value"]
+            if array is None:
+                return "{}"
+            index = " " + shape_index(array.shape_index) if len(array.shape_index) else ""
+            return '{"' + array.instruction_name + '"' + index + "}"
+        if min(children) < 0:
+            raise InvalidProto("an original value has a negative shape index")
+        empty: dict[str, Any] = {"value": None, "children": {}}
+        return "(" + ", ".join(text(children.get(i, empty)) for i in range(max(children) + 1)) + ")"
+
+    return text(root)
