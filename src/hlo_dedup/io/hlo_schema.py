@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .descriptors import TYPE_ENUM, TYPE_MESSAGE, TYPE_NUMBERS, EnumSpec, FieldSpec, MessageSpec, encode_file
+
 SCHEMA = """\
 enum CompilationEvent
   COMPILATION_EVENT_UNKNOWN_EVENT = 0
@@ -659,87 +661,53 @@ message WindowDimension
   bool window_reversal = 7
 """
 
-_SCALARS = {
-    "double": 1, "float": 2, "int64": 3, "uint64": 4, "int32": 5, "fixed64": 6, "fixed32": 7,
-    "bool": 8, "string": 9, "bytes": 12, "uint32": 13, "sfixed32": 15, "sfixed64": 16,
-    "sint32": 17, "sint64": 18,
-}
-
-
 @functools.lru_cache(maxsize=None)
-def file_descriptor_proto() -> Any:
-    """A `FileDescriptorProto` (package `xla`) built from SCHEMA."""
-    from google.protobuf import descriptor_pb2
-
-    F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="hlo_dedup/hlo_schema.proto", package="xla", syntax="proto3"
-    )
-    messages: dict[str, Any] = {}
-    enums: set[str] = set()
-    items: list[tuple[str, str, list[str]]] = []
+def specs() -> tuple[tuple[MessageSpec, ...], tuple[EnumSpec, ...]]:
+    """SCHEMA as message and enum specs (package ``xla``; nested names ``Outer.Inner``)."""
+    messages: list[MessageSpec] = []
+    enums: list[EnumSpec] = []
     for line in SCHEMA.splitlines():
         if not line.strip():
             continue
         if not line.startswith(" "):
             kind, name = line.split()
-            items.append((kind, name, []))
             if kind == "enum":
-                enums.add(name)
-        else:
-            items[-1][2].append(line.strip())
-
-    enum_values = {name: lines for kind, name, lines in items if kind == "enum"}
-
-    def container(name: str) -> tuple[Any, str]:
-        parent, _, short = name.rpartition(".")
-        return (messages[parent] if parent else fdp), short
-
-    # Messages first (parents before children: a parent's name is a prefix, so sort by depth).
-    for kind, name, _ in sorted(items, key=lambda item: item[1].count(".")):
-        owner, short = container(name)
-        if kind == "message":
-            messages[name] = (owner.message_type if owner is fdp else owner.nested_type).add(name=short)
-        else:
-            enum = owner.enum_type.add(name=short)
-            for value in enum_values[name]:
-                value_name, number = (s.strip() for s in value.split("="))
-                enum.value.add(name=value_name, number=int(number))
-    for kind, name, lines in items:
-        if kind != "message":
-            continue
-        msg = messages[name]
-        synthetic: list[tuple[Any, str]] = []
-        for line in lines:
-            decl, number = (s.strip() for s in line.split("="))
-            words = decl.split()
-            label = F.LABEL_OPTIONAL
-            oneof = None
-            proto3_optional = False
-            if words[0] == "repeated":
-                label, words = F.LABEL_REPEATED, words[1:]
-            elif words[0] == "optional":
-                proto3_optional, words = True, words[1:]
-            elif words[0] == "oneof":
-                oneof, words = words[1], words[2:]
-            type_text, field_name = words
-            field = msg.field.add(name=field_name, number=int(number), label=label)
-            if type_text in _SCALARS:
-                field.type = _SCALARS[type_text]
+                enums.append(EnumSpec(name))
             else:
-                field.type = F.TYPE_ENUM if type_text in enums else F.TYPE_MESSAGE
-                field.type_name = ".xla." + type_text
-            if oneof is not None:
-                names = [o.name for o in msg.oneof_decl]
-                if oneof not in names:
-                    msg.oneof_decl.add(name=oneof)
-                    names.append(oneof)
-                field.oneof_index = names.index(oneof)
-            elif proto3_optional:
-                field.proto3_optional = True
-                synthetic.append((field, "_" + field_name))
-        for field, oneof in synthetic:  # synthetic oneofs must follow the real ones
-            field.oneof_index = len(msg.oneof_decl)
-            msg.oneof_decl.add(name=oneof)
-    return fdp
+                messages.append(MessageSpec(name))
+            current = kind
+            continue
+        decl, number = (part.strip() for part in line.split("="))
+        if current == "enum":
+            enums[-1].values.append((decl, int(number)))
+            continue
+        words = decl.split()
+        field = FieldSpec(words[-1], int(number), 0)
+        if words[0] == "repeated":
+            field.repeated = True
+        elif words[0] == "optional":
+            field.optional = True
+        elif words[0] == "oneof":
+            field.oneof = words[1]
+        type_text = words[-2]
+        messages[-1].fields.append(field)
+        field.type = TYPE_NUMBERS.get(type_text, 0)
+        if not field.type:
+            field.type_name = ".xla." + type_text
+    enum_names = {e.name for e in enums}
+    for msg in messages:
+        for field in msg.fields:
+            if field.type_name:
+                field.type = TYPE_ENUM if field.type_name[5:] in enum_names else TYPE_MESSAGE
+    return tuple(messages), tuple(enums)
 
+
+@functools.lru_cache(maxsize=None)
+def file_descriptor_proto() -> Any:
+    """A ``descriptor_pb2.FileDescriptorProto`` (package ``xla``) built from SCHEMA."""
+    from google.protobuf import descriptor_pb2
+
+    messages, enums = specs()
+    return descriptor_pb2.FileDescriptorProto.FromString(
+        encode_file("hlo_dedup/hlo_schema.proto", "xla", messages, enums)
+    )

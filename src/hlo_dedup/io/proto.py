@@ -57,44 +57,29 @@ class ProtoSupportMissing(ImportError):
 
 
 @functools.lru_cache(maxsize=None)
-def _wire_classes() -> dict[str, Any]:
+def _wire_classes() -> Any:
     """Message classes for the few fields we read, from a descriptor defined here."""
     try:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+        import google.protobuf.message  # noqa: F401  (the runtime must be there)
     except ImportError as exc:
         raise ProtoSupportMissing("reading HLO protos", str(exc)) from None
+    from .descriptors import TYPE_BYTES, TYPE_MESSAGE, TYPE_NUMBERS, FieldSpec, MessageClasses, MessageSpec, encode_file
 
-    F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="hlo_dedup/wire.proto", package="hlo_dedup.wire", syntax="proto3"
-    )
-
-    def message(name: str, *fields: tuple[str, int, int, int, str]) -> None:
-        msg = fdp.message_type.add(name=name)
-        for fname, number, ftype, label, type_name in fields:
-            field = msg.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
-                field.type_name = type_name
-
-    opt, rep = F.LABEL_OPTIONAL, F.LABEL_REPEATED
-    # HloProto { HloModuleProto hlo_module = 1; } read as bytes (wire-compatible).
-    message("HloProto", ("hlo_module", 1, F.TYPE_BYTES, opt, ""))
-    # HloSnapshot { HloProto hlo = 1; }
-    message("HloSnapshot", ("hlo", 1, F.TYPE_MESSAGE, opt, ".hlo_dedup.wire.HloProto"))
-    # Probes that check that bytes look like an HloModuleProto (strings must be UTF-8).
-    message("ComputationProbe", ("name", 1, F.TYPE_STRING, opt, ""))
-    message(
-        "ModuleProbe",
-        ("name", 1, F.TYPE_STRING, opt, ""),
-        ("entry_computation_name", 2, F.TYPE_STRING, opt, ""),
-        ("computations", 3, F.TYPE_MESSAGE, rep, ".hlo_dedup.wire.ComputationProbe"),
-    )
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return {
-        m.name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"hlo_dedup.wire.{m.name}"))
-        for m in fdp.message_type
-    }
+    string = TYPE_NUMBERS["string"]
+    messages = [
+        # HloProto { HloModuleProto hlo_module = 1; } read as bytes (wire-compatible).
+        MessageSpec("HloProto", [FieldSpec("hlo_module", 1, TYPE_BYTES)]),
+        # HloSnapshot { HloProto hlo = 1; }
+        MessageSpec("HloSnapshot", [FieldSpec("hlo", 1, TYPE_MESSAGE, ".hlo_dedup.wire.HloProto")]),
+        # Probes that check that bytes look like an HloModuleProto (strings must be UTF-8).
+        MessageSpec("ComputationProbe", [FieldSpec("name", 1, string)]),
+        MessageSpec("ModuleProbe", [
+            FieldSpec("name", 1, string),
+            FieldSpec("entry_computation_name", 2, string),
+            FieldSpec("computations", 3, TYPE_MESSAGE, ".hlo_dedup.wire.ComputationProbe", repeated=True),
+        ]),
+    ]  # fmt: skip
+    return MessageClasses(encode_file("hlo_dedup/wire.proto", "hlo_dedup.wire", messages, []), "hlo_dedup.wire")
 
 
 def _decode(cls: Any, data: bytes) -> Any | None:

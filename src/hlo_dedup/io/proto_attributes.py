@@ -8,14 +8,62 @@ opcode are ignored here too.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..text.escape import c_escape
 from .proto_literal import literal_with_shape_text
 from .proto_sharding import replica_groups_text, sharding_text
-from .proto_values import InvalidProto, ShapeText, UnsupportedProto, float_attribute, shape_index
+from .proto_values import PRIMITIVE_NUMBERS, InvalidProto, UnsupportedProto, float_attribute, shape_index
 
-Attributes = Callable[[Any, ShapeText], Iterator[str]]
+if TYPE_CHECKING:
+    from .proto_instruction import Computation
+    from .proto_line import LinePrinter
+
+
+class Site:
+    """One instruction as the attribute printers see it: its view message (sub-messages
+    as bytes), its computation, and the module's decoder and shape texts."""
+
+    __slots__ = ("comp", "i", "view", "printer")
+
+    def __init__(self, comp: "Computation", i: int, printer: "LinePrinter") -> None:
+        self.comp = comp
+        self.i = i
+        self.view = comp.views[i]
+        self.printer = printer
+
+    @property
+    def name(self) -> str:
+        return self.comp.names[self.i]
+
+    @property
+    def opcode(self) -> str:
+        return self.comp.opcodes[self.i]
+
+    @property
+    def operand_count(self) -> int:
+        return len(self.comp.operands[self.i])
+
+    @property
+    def called(self) -> list["Computation"]:
+        return self.comp.called.get(self.i, [])
+
+    def decode(self, message: str, field: str) -> Any:
+        return self.printer.decoder.decode(message, getattr(self.view, field))
+
+    def shape(self) -> Any:
+        """The instruction's ShapeProto."""
+        return self.printer.shapes.proto(self.comp.shapes[self.i])
+
+    def operand_shape(self, k: int) -> Any:
+        comp = self.comp
+        return self.printer.shapes.proto(comp.shapes[comp.operands[self.i][k]])
+
+    def shape_text(self, data: bytes) -> str:
+        return self.printer.shapes.text(data)
+
+
+Attributes = Callable[[Site], Iterator[str]]
 OPCODE_ATTRIBUTES: dict[str, Attributes] = {}
 
 CALLS_TO_APPLY = frozenset(
@@ -42,7 +90,7 @@ _TRANSPOSES = {0: "TRANSPOSE_INVALID", 1: "NO_TRANSPOSE", 2: "TRANSPOSE", 3: "AD
 _DIRECTIONS = frozenset("EQ NE GE GT LE LT".split())
 _COMPARISON_TYPES = frozenset("FLOAT TOTALORDER SIGNED UNSIGNED".split())
 _FUSION_KINDS = frozenset("kLoop kInput kOutput kCustom".split())
-_ACCURACY_OPCODES = frozenset(
+ACCURACY_OPCODES = frozenset(
     "acos acosh asin asinh atanh cbrt cosine cosh erf exponential exponential-minus-one log "
     "log-plus-one logistic rsqrt sine sinh sqrt tan tanh".split()
 )
@@ -68,11 +116,17 @@ def _register(*opcodes: str) -> Callable[[Attributes], Attributes]:
     return wrap
 
 
-def _one_dimension(ins: Any) -> int:
-    dims = ins.proto.dimensions
+def _one_dimension(ins: Site) -> int:
+    dims = ins.view.dimensions
     if len(dims) != 1:
         raise InvalidProto(f"{ins.opcode} {ins.name} needs exactly one dimension")
     return dims[0]
+
+
+def _required(ins: Site, field: str) -> bytes:
+    if not ins.view.HasField(field):
+        raise InvalidProto(f"{ins.opcode} {ins.name} has no {field}")
+    return getattr(ins.view, field)
 
 
 # ------------------------------------------------------------------------------------------
@@ -96,6 +150,11 @@ def window_text(window: Any) -> str:
     return "window={" + " ".join(parts) + "}"
 
 
+def _window(ins: Site) -> str | None:
+    window = ins.decode("Window", "window")
+    return window_text(window) if len(window.dimensions) else None
+
+
 def dim_labels(dnums: Any) -> str:
     """``ConvolutionDimensionNumbersToString``."""
 
@@ -115,52 +174,62 @@ def dim_labels(dnums: Any) -> str:
     return f"dim_labels={lhs}_{rhs}->{out}"
 
 
-def _precision(ins: Any, operand_count: int) -> Iterator[str]:
+def _precision(ins: Site, operand_count: int) -> Iterator[str]:
     """``PrintPrecisionConfig`` after the loader resizes operand_precision."""
-    config = ins.proto.precision_config
+    if not ins.view.precision_config:
+        return
+    config = ins.decode("PrecisionConfig", "precision_config")
     precisions = list(config.operand_precision)[:operand_count]
     precisions += [0] * (operand_count - len(precisions))
     if any(p != 0 for p in precisions):
-        yield "operand_precision={" + ",".join(_enum(_PRECISIONS, p, "PrecisionConfig.operand_precision") for p in precisions) + "}"
+        names = [_enum(_PRECISIONS, p, "PrecisionConfig.operand_precision") for p in precisions]
+        yield "operand_precision={" + ",".join(names) + "}"
     if config.algorithm:
         yield "algorithm=" + _enum(_ALGORITHMS, config.algorithm, "PrecisionConfig.algorithm")
 
 
-def _output_to_operand_aliasing(ins: Any) -> Iterator[str]:
-    pairs = ins.proto.output_operand_aliasing
-    if pairs:
+def _output_to_operand_aliasing(ins: Site) -> Iterator[str]:
+    pairs = ins.view.output_operand_aliasing
+    if len(pairs):
+        decode = ins.printer.decoder.decode
+        items = [decode("OutputOperandAliasing", b) for b in pairs]
         yield "output_to_operand_aliasing={" + ", ".join(
             f"{shape_index(p.output_shape_index)}: ({p.operand_index}, {shape_index(p.operand_shape_index)})"
-            for p in pairs
+            for p in items
         ) + "}"
 
 
-def _channel(ins: Any) -> Iterator[str]:
-    if ins.proto.channel_id > 0:
-        yield f"channel_id={ins.proto.channel_id}"
+def _channel(ins: Site) -> Iterator[str]:
+    if ins.view.channel_id > 0:
+        yield f"channel_id={ins.view.channel_id}"
 
 
-def _collective(ins: Any, constrain_layout: bool = True) -> Iterator[str]:
+def _collective(ins: Site, constrain_layout: bool = True) -> Iterator[str]:
     """``HloCollectiveInstruction``: channel, replica groups, constrain_layout."""
-    proto = ins.proto
-    channel = proto.channel_id
+    view = ins.view
+    channel = view.channel_id
     if ins.opcode in ("all-reduce", "all-reduce-start", "reduce-scatter"):
-        if channel > 0 and proto.all_reduce_id > 0:
+        if channel > 0 and view.all_reduce_id > 0:
             raise InvalidProto(f"{ins.name} has both channel_id and all_reduce_id")
-        if proto.all_reduce_id > 0:
-            channel = proto.all_reduce_id
+        if view.all_reduce_id > 0:
+            channel = view.all_reduce_id
     if channel > 0:
         yield f"channel_id={channel}"
-    yield "replica_groups=" + replica_groups_text(proto)
-    if constrain_layout and proto.constrain_layout:
+    yield "replica_groups=" + replica_groups_text(view, ins.printer.decoder.decode)
+    if constrain_layout and view.constrain_layout:
         yield "constrain_layout=true"
 
 
-def _derived_shape(ins: Any, shapes: ShapeText, expected: str, opcode: str) -> None:
+def _derived_shape(ins: Site, expected: str) -> None:
     """Send, recv and feeds get a shape built by XLA's constructor; we print the
     proto's and refuse when the two differ."""
-    if shapes.text(ins.shape_proto) != expected:
-        raise UnsupportedProto("HloInstructionProto.shape", f"{opcode} shape XLA would rebuild as {expected}")
+    if ins.shape_text(ins.comp.shapes[ins.i]) != expected:
+        raise UnsupportedProto("HloInstructionProto.shape", f"{ins.opcode} shape XLA would rebuild as {expected}")
+
+
+def _element_shape_texts(ins: Site, shape_bytes: bytes) -> list[str]:
+    shape = ins.printer.shapes.proto(shape_bytes)
+    return [ins.shape_text(e.SerializeToString()) for e in shape.tuple_shapes]
 
 
 # ------------------------------------------------------------------------------------------
@@ -168,38 +237,37 @@ def _derived_shape(ins: Any, shapes: ShapeText, expected: str, opcode: str) -> N
 
 
 @_register("batch-norm-training", "batch-norm-inference", "batch-norm-grad")
-def _batch_norm(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield "epsilon=" + float_attribute(ins.proto.epsilon)
-    yield f"feature_index={ins.proto.feature_index}"
+def _batch_norm(ins: Site) -> Iterator[str]:
+    yield "epsilon=" + float_attribute(ins.view.epsilon)
+    yield f"feature_index={ins.view.feature_index}"
 
 
 @_register("fft")
-def _fft(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield "fft_type=" + _enum(_FFT_TYPES, ins.proto.fft_type, "HloInstructionProto.fft_type")
-    yield "fft_length=" + _ints(ins.proto.fft_length)
+def _fft(ins: Site) -> Iterator[str]:
+    yield "fft_type=" + _enum(_FFT_TYPES, ins.view.fft_type, "HloInstructionProto.fft_type")
+    yield "fft_length=" + _ints(ins.view.fft_length)
 
 
 @_register("async-start")
-def _async_start(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _async_start(ins: Site) -> Iterator[str]:
     if len(ins.called) != 1:
         raise InvalidProto(f"async-start {ins.name} needs one called computation")
-    if ins.async_thread != "main":
-        yield f'async_execution_thread="{ins.async_thread}"'
+    thread = ins.comp.async_threads.get(ins.i, "main")
+    if thread != "main":
+        yield f'async_execution_thread="{thread}"'
     yield from _output_to_operand_aliasing(ins)
 
 
 @_register("copy-start")
-def _copy_start(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    if proto.WhichOneof("optional_cross_program_prefetch_index") is not None:
-        yield f"cross_program_prefetch_index={proto.cross_program_prefetch_index}"
-    elif proto.is_cross_program_prefetch:
+def _copy_start(ins: Site) -> Iterator[str]:
+    view = ins.view
+    if view.WhichOneof("optional_cross_program_prefetch_index") is not None:
+        yield f"cross_program_prefetch_index={view.cross_program_prefetch_index}"
+    elif view.is_cross_program_prefetch:
         yield "cross_program_prefetch_index=0"
 
 
 def _default_comparison_type(element_type: int) -> str:
-    from .proto_values import PRIMITIVE_NUMBERS
-
     name = PRIMITIVE_NUMBERS.get(element_type, "")
     if name.startswith(("F", "BF", "C")):
         return "FLOAT"
@@ -209,18 +277,19 @@ def _default_comparison_type(element_type: int) -> str:
 
 
 @_register("compare")
-def _compare(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    direction = ins.direction or proto.comparison_direction
+def _compare(ins: Site) -> Iterator[str]:
+    view = ins.view
+    deprecated = ins.comp.directions.get(ins.i, "")
+    direction = deprecated or view.comparison_direction
     if direction not in _DIRECTIONS:
         raise InvalidProto(f"compare {ins.name} has direction {direction!r}")
     yield "direction=" + direction
-    if ins.direction:
+    if deprecated:
         return
-    if len(ins.operands) != 2:
+    if ins.operand_count != 2:
         raise InvalidProto(f"compare {ins.name} needs 2 operands")
-    default = _default_comparison_type(ins.operands[0].shape_proto.element_type)
-    kind = proto.comparison_type or default
+    default = _default_comparison_type(ins.operand_shape(0).element_type)
+    kind = view.comparison_type or default
     if kind not in _COMPARISON_TYPES:
         raise InvalidProto(f"compare {ins.name} has type {kind!r}")
     if kind != default:
@@ -228,8 +297,8 @@ def _compare(ins: Any, shapes: ShapeText) -> Iterator[str]:
 
 
 @_register("triangular-solve")
-def _triangular_solve(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    options = ins.proto.triangular_solve_options
+def _triangular_solve(ins: Site) -> Iterator[str]:
+    options = ins.decode("TriangularSolveOptions", "triangular_solve_options")
     for field, value in options.ListFields():
         if field.name == "transpose_a":
             yield "transpose_a=" + _enum(_TRANSPOSES, value, "TriangularSolveOptions.transpose_a")
@@ -238,105 +307,110 @@ def _triangular_solve(ins: Any, shapes: ShapeText) -> Iterator[str]:
 
 
 @_register("cholesky")
-def _cholesky(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    if ins.proto.cholesky_options.lower:
+def _cholesky(ins: Site) -> Iterator[str]:
+    if ins.decode("CholeskyOptions", "cholesky_options").lower:
         yield "lower=true"
 
 
 @_register("send", "recv", "send-done", "recv-done")
-def _send_recv(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _send_recv(ins: Site) -> Iterator[str]:
     opcode = ins.opcode
+    comp, i = ins.comp, ins.i
+    ops = comp.operands[i]
     if opcode == "send":
-        expected = f"({shapes.text(ins.operands[0].shape_proto)}, u32[], token[])"
+        expected = f"({ins.shape_text(comp.shapes[ops[0]])}, u32[], token[])" if ops else ""
     elif opcode == "recv":
-        element = ins.shape_proto.tuple_shapes[0] if len(ins.shape_proto.tuple_shapes) else None
-        expected = f"({shapes.text(element)}, u32[], token[])" if element is not None else ""
+        elements = _element_shape_texts(ins, comp.shapes[i])
+        expected = f"({elements[0]}, u32[], token[])" if elements else ""
     elif opcode == "recv-done":
-        element = ins.operands[0].shape_proto.tuple_shapes
-        expected = f"({shapes.text(element[0])}, token[])" if len(element) else ""
+        elements = _element_shape_texts(ins, comp.shapes[ops[0]]) if ops else []
+        expected = f"({elements[0]}, token[])" if elements else ""
     else:
         expected = "token[]"
-    _derived_shape(ins, shapes, expected, opcode)
+    _derived_shape(ins, expected)
     yield from _channel(ins)
-    if ins.proto.is_host_transfer:
+    if ins.view.is_host_transfer:
         yield "is_host_transfer=true"
 
 
 @_register("all-gather", "all-gather-start")
-def _all_gather(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _all_gather(ins: Site) -> Iterator[str]:
     yield from _collective(ins)
     yield f"dimensions={{{_one_dimension(ins)}}}"
-    if ins.proto.use_global_device_ids:
+    if ins.view.use_global_device_ids:
         yield "use_global_device_ids=true"
 
 
 @_register("all-reduce", "all-reduce-start")
-def _all_reduce(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _all_reduce(ins: Site) -> Iterator[str]:
     yield from _collective(ins)
-    if ins.proto.use_global_device_ids:
+    if ins.view.use_global_device_ids:
         yield "use_global_device_ids=true"
 
 
 @_register("reduce-scatter")
-def _reduce_scatter(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _reduce_scatter(ins: Site) -> Iterator[str]:
     yield from _collective(ins)
-    if ins.proto.use_global_device_ids:
+    if ins.view.use_global_device_ids:
         yield "use_global_device_ids=true"
     yield f"dimensions={{{_one_dimension(ins)}}}"
 
 
 @_register("all-to-all")
-def _all_to_all(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _all_to_all(ins: Site) -> Iterator[str]:
     yield from _collective(ins)
-    if len(ins.proto.dimensions):
+    if len(ins.view.dimensions):
         yield f"dimensions={{{_one_dimension(ins)}}}"
 
 
 @_register("ragged-all-to-all", "collective-broadcast")
-def _plain_collective(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _plain_collective(ins: Site) -> Iterator[str]:
     yield from _collective(ins, constrain_layout=False)
 
 
 @_register("collective-permute", "collective-permute-start")
-def _collective_permute(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    if len(ins.proto.dynamic_slice_sizes):
+def _collective_permute(ins: Site) -> Iterator[str]:
+    if len(ins.view.dynamic_slice_sizes):
         raise UnsupportedProto("HloInstructionProto.dynamic_slice_sizes", "combined collective-permute")
     yield from _channel(ins)
-    yield "source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in ins.proto.source_target_pairs) + "}"
+    decode = ins.printer.decoder.decode
+    pairs = [decode("SourceTarget", b) for b in ins.view.source_target_pairs]
+    yield "source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in pairs) + "}"
 
 
 @_register("reverse", "reduce", "transpose", "broadcast")
-def _dimensions(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield "dimensions=" + _ints(ins.proto.dimensions)
+def _dimensions(ins: Site) -> Iterator[str]:
+    yield "dimensions=" + _ints(ins.view.dimensions)
 
 
 @_register("concatenate", "get-dimension-size", "set-dimension-size")
-def _one_dimension_attribute(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _one_dimension_attribute(ins: Site) -> Iterator[str]:
     yield f"dimensions={{{_one_dimension(ins)}}}"
 
 
 @_register("sort")
-def _sort(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _sort(ins: Site) -> Iterator[str]:
     yield f"dimensions={{{_one_dimension(ins)}}}"
-    if ins.proto.is_stable:
+    if ins.view.is_stable:
         yield "is_stable=true"
 
 
 @_register("map")
-def _map(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield "dimensions=" + _ints(range(len(ins.shape_proto.dimensions)))
+def _map(ins: Site) -> Iterator[str]:
+    yield "dimensions=" + _ints(range(len(ins.shape().dimensions)))
 
 
 @_register("reshape")
-def _reshape(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    dims = ins.proto.dimensions
+def _reshape(ins: Site) -> Iterator[str]:
+    dims = ins.view.dimensions
     if len(dims) and dims[0] != -1:
         yield f"inferred_dimension={dims[0]}"
 
 
 @_register("slice")
-def _slice(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    dims = ins.proto.slice_dimensions
+def _slice(ins: Site) -> Iterator[str]:
+    decode = ins.printer.decoder.decode
+    dims = [decode("HloInstructionProto.SliceDimensions", b) for b in ins.view.slice_dimensions]
     if all(d.stride == 1 for d in dims):
         yield "slice={" + ", ".join(f"[{d.start}:{d.limit}]" for d in dims) + "}"
     else:
@@ -344,8 +418,8 @@ def _slice(ins: Any, shapes: ShapeText) -> Iterator[str]:
 
 
 @_register("fusion")
-def _fusion(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    kind = ins.proto.fusion_kind
+def _fusion(ins: Site) -> Iterator[str]:
+    kind = ins.view.fusion_kind
     if kind not in _FUSION_KINDS:
         raise InvalidProto(f"fusion {ins.name} has kind {kind!r}")
     if len(ins.called) != 1:
@@ -355,123 +429,144 @@ def _fusion(ins: Any, shapes: ShapeText) -> Iterator[str]:
 
 
 @_register("call")
-def _call(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _call(ins: Site) -> Iterator[str]:
     if len(ins.called) != 1:
         raise InvalidProto(f"call {ins.name} needs one called computation")
-    if len(ins.proto.output_operand_aliasing):
+    if len(ins.view.output_operand_aliasing):
         raise UnsupportedProto("HloInstructionProto.output_operand_aliasing", "on call")
     return iter(())
 
 
+@_register("conditional")
+def _conditional(ins: Site) -> Iterator[str]:
+    called = ins.called
+    if not ins.operand_count or not called:
+        raise InvalidProto(f"conditional {ins.name} needs a predicate and branches")
+    if ins.operand_shape(0).element_type == 1:  # PRED
+        if len(called) != 2:
+            raise InvalidProto(f"conditional {ins.name} on a pred needs 2 branches")
+        yield f"true_computation=%{called[0].name}, false_computation=%{called[1].name}"
+    else:
+        yield "branch_computations={" + ", ".join("%" + c.name for c in called) + "}"
+
+
 @_register("rng")
-def _rng(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield "distribution=" + _enum(_DISTRIBUTIONS, ins.proto.distribution, "HloInstructionProto.distribution")
+def _rng(ins: Site) -> Iterator[str]:
+    yield "distribution=" + _enum(_DISTRIBUTIONS, ins.view.distribution, "HloInstructionProto.distribution")
 
 
 @_register("rng-bit-generator")
-def _rng_bit_generator(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield "algorithm=" + _enum(_RNG_ALGORITHMS, ins.proto.rng_algorithm, "HloInstructionProto.rng_algorithm")
+def _rng_bit_generator(ins: Site) -> Iterator[str]:
+    yield "algorithm=" + _enum(_RNG_ALGORITHMS, ins.view.rng_algorithm, "HloInstructionProto.rng_algorithm")
 
 
 @_register("rng-get-and-update-state")
-def _rng_state(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield f"delta={ins.proto.delta}"
+def _rng_state(ins: Site) -> Iterator[str]:
+    yield f"delta={ins.view.delta}"
 
 
 @_register("parameter")
-def _parameter(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    replicated = ins.proto.parameter_replication.replicated_at_leaf_buffers
-    if len(replicated):
-        yield "parameter_replication={" + ",".join("true" if r else "false" for r in replicated) + "}"
+def _parameter(ins: Site) -> Iterator[str]:
+    if ins.view.parameter_replication:
+        replicated = ins.decode("ParameterReplication", "parameter_replication").replicated_at_leaf_buffers
+        if len(replicated):
+            yield "parameter_replication={" + ",".join("true" if r else "false" for r in replicated) + "}"
 
 
 @_register("get-tuple-element")
-def _get_tuple_element(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield f"index={ins.proto.tuple_index}"
+def _get_tuple_element(ins: Site) -> Iterator[str]:
+    yield f"index={ins.view.tuple_index}"
 
 
 @_register("reduce-precision")
-def _reduce_precision(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield f"exponent_bits={ins.proto.exponent_bits}"
-    yield f"mantissa_bits={ins.proto.mantissa_bits}"
+def _reduce_precision(ins: Site) -> Iterator[str]:
+    yield f"exponent_bits={ins.view.exponent_bits}"
+    yield f"mantissa_bits={ins.view.mantissa_bits}"
+
+
+def _config(raw: bytes) -> str:
+    return c_escape(raw.decode("utf-8", "surrogateescape"))
 
 
 @_register("infeed")
-def _infeed(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    elements = ins.shape_proto.tuple_shapes
-    if ins.shape_proto.element_type != 13 or len(elements) != 2:
+def _infeed(ins: Site) -> Iterator[str]:
+    shape = ins.shape()
+    if shape.element_type != 13 or len(shape.tuple_shapes) != 2:
         raise InvalidProto(f"infeed {ins.name} needs a (data, token) shape")
-    _derived_shape(ins, shapes, f"({shapes.text(elements[0])}, token[])", "infeed")
-    if ins.proto.infeed_config:
-        yield 'infeed_config="' + c_escape(ins.proto.infeed_config.decode("utf-8", "surrogateescape")) + '"'
+    _derived_shape(ins, f"({ins.shape_text(shape.tuple_shapes[0].SerializeToString())}, token[])")
+    if ins.view.infeed_config:
+        yield 'infeed_config="' + _config(ins.view.infeed_config) + '"'
 
 
 @_register("outfeed")
-def _outfeed(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    _derived_shape(ins, shapes, "token[]", "outfeed")
-    yield "outfeed_shape=" + shapes.text(ins.proto.outfeed_shape)
-    if ins.proto.outfeed_config:
-        yield 'outfeed_config="' + c_escape(ins.proto.outfeed_config.decode("utf-8", "surrogateescape")) + '"'
+def _outfeed(ins: Site) -> Iterator[str]:
+    _derived_shape(ins, "token[]")
+    yield "outfeed_shape=" + ins.shape_text(_required(ins, "outfeed_shape"))
+    if ins.view.outfeed_config:
+        yield 'outfeed_config="' + _config(ins.view.outfeed_config) + '"'
+
+
+def _groups(ins: Site) -> Iterator[str]:
+    view = ins.view
+    if max(view.feature_group_count, 1) != 1:
+        yield f"feature_group_count={view.feature_group_count}"
+    if max(view.batch_group_count, 1) != 1:
+        yield f"batch_group_count={view.batch_group_count}"
 
 
 @_register("convolution")
-def _convolution(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    if not proto.HasField("window") or not proto.HasField("convolution_dimension_numbers"):
-        raise InvalidProto(f"convolution {ins.name} needs a window and dimension numbers")
-    if len(proto.window.dimensions):
-        yield window_text(proto.window)
-    yield dim_labels(proto.convolution_dimension_numbers)
-    if max(proto.feature_group_count, 1) != 1:
-        yield f"feature_group_count={proto.feature_group_count}"
-    if max(proto.batch_group_count, 1) != 1:
-        yield f"batch_group_count={proto.batch_group_count}"
-    if proto.conv_kind:
+def _convolution(ins: Site) -> Iterator[str]:
+    view = ins.view
+    _required(ins, "window")
+    dnums = ins.printer.decoder.decode("ConvolutionDimensionNumbers", _required(ins, "convolution_dimension_numbers"))
+    window = _window(ins)
+    if window:
+        yield window
+    yield dim_labels(dnums)
+    yield from _groups(ins)
+    if view.conv_kind:
         raise UnsupportedProto("HloInstructionProto.conv_kind")
-    yield from _precision(ins, len(ins.operands))
-    if proto.HasField("sparsity_config") and proto.sparsity_config.ListFields():
+    yield from _precision(ins, ins.operand_count)
+    if view.sparsity_config:
         raise UnsupportedProto("HloInstructionProto.sparsity_config")
 
 
 @_register("reduce-window", "select-and-scatter")
-def _windowed(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    if len(ins.proto.window.dimensions):
-        yield window_text(ins.proto.window)
+def _windowed(ins: Site) -> Iterator[str]:
+    window = _window(ins)
+    if window:
+        yield window
 
 
 @_register("custom-call")
-def _custom_call(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    if proto.HasField("window"):
-        yield window_text(proto.window)
-    if proto.HasField("convolution_dimension_numbers"):
-        yield dim_labels(proto.convolution_dimension_numbers)
-    if max(proto.feature_group_count, 1) != 1:
-        yield f"feature_group_count={proto.feature_group_count}"
-    if max(proto.batch_group_count, 1) != 1:
-        yield f"batch_group_count={proto.batch_group_count}"
-    yield from _precision(ins, len(ins.operands))
-    if proto.padding_type:
-        yield "padding_type=" + _enum(_PADDING_TYPES, proto.padding_type, "HloInstructionProto.padding_type")
-    yield 'custom_call_target="' + c_escape(proto.custom_call_target) + '"'
-    if proto.constrain_layout:
-        yield "operand_layout_constraints={" + ", ".join(shapes.text(s) for s in proto.operand_shapes_with_layout) + "}"
-    if proto.custom_call_has_side_effect:
+def _custom_call(ins: Site) -> Iterator[str]:
+    view = ins.view
+    if view.HasField("window"):
+        yield window_text(ins.decode("Window", "window"))
+    if view.HasField("convolution_dimension_numbers"):
+        yield dim_labels(ins.decode("ConvolutionDimensionNumbers", "convolution_dimension_numbers"))
+    yield from _groups(ins)
+    yield from _precision(ins, ins.operand_count)
+    if view.padding_type:
+        yield "padding_type=" + _enum(_PADDING_TYPES, view.padding_type, "HloInstructionProto.padding_type")
+    yield 'custom_call_target="' + c_escape(view.custom_call_target) + '"'
+    if view.constrain_layout:
+        yield "operand_layout_constraints={" + ", ".join(ins.shape_text(s) for s in view.operand_shapes_with_layout) + "}"
+    if view.custom_call_has_side_effect:
         yield "custom_call_has_side_effect=true"
-    if proto.HasField("literal"):
-        yield "literal=" + literal_with_shape_text(proto.literal)
+    if view.HasField("literal"):
+        yield "literal=" + literal_with_shape_text(ins.decode("LiteralProto", "literal"))
     yield from _output_to_operand_aliasing(ins)
-    if proto.custom_call_schedule:
-        yield "schedule=" + _enum(_SCHEDULES, proto.custom_call_schedule, "HloInstructionProto.custom_call_schedule")
-    if proto.custom_call_api_version != 1:
-        yield "api_version=" + _enum(_API_VERSIONS, proto.custom_call_api_version, "HloInstructionProto.custom_call_api_version")
+    if view.custom_call_schedule:
+        yield "schedule=" + _enum(_SCHEDULES, view.custom_call_schedule, "HloInstructionProto.custom_call_schedule")
+    if view.custom_call_api_version != 1:
+        version = _enum(_API_VERSIONS, view.custom_call_api_version, "HloInstructionProto.custom_call_api_version")
+        yield "api_version=" + version
 
 
 @_register("pad")
-def _pad(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    if not ins.proto.HasField("padding_config"):
-        raise InvalidProto(f"pad {ins.name} has no padding config")
-    dims = ins.proto.padding_config.dimensions
+def _pad(ins: Site) -> Iterator[str]:
+    dims = ins.printer.decoder.decode("PaddingConfig", _required(ins, "padding_config")).dimensions
     if any(d.interior_padding for d in dims):
         yield "padding=" + "x".join(f"{d.edge_padding_low}_{d.edge_padding_high}_{d.interior_padding}" for d in dims)
     else:
@@ -479,8 +574,8 @@ def _pad(ins: Any, shapes: ShapeText) -> Iterator[str]:
 
 
 @_register("dynamic-slice")
-def _dynamic_slice(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield "dynamic_slice_sizes=" + _ints(ins.proto.dynamic_slice_sizes)
+def _dynamic_slice(ins: Site) -> Iterator[str]:
+    yield "dynamic_slice_sizes=" + _ints(ins.view.dynamic_slice_sizes)
 
 
 def _batching(name: str, values: Any) -> str:
@@ -488,11 +583,8 @@ def _batching(name: str, values: Any) -> str:
 
 
 @_register("gather")
-def _gather(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    if not proto.HasField("gather_dimension_numbers"):
-        raise InvalidProto(f"gather {ins.name} has no dimension numbers")
-    d = proto.gather_dimension_numbers
+def _gather(ins: Site) -> Iterator[str]:
+    d = ins.printer.decoder.decode("GatherDimensionNumbers", _required(ins, "gather_dimension_numbers"))
     yield (
         f"offset_dims={_ints(d.offset_dims)}, collapsed_slice_dims={_ints(d.collapsed_slice_dims)}, "
         "start_index_map={" + ",".join(map(str, d.start_index_map))
@@ -500,17 +592,14 @@ def _gather(ins: Any, shapes: ShapeText) -> Iterator[str]:
         + _batching("start_indices_batching_dims", d.start_indices_batching_dims)
         + f"}}, index_vector_dim={d.index_vector_dim}"
     )
-    yield "slice_sizes=" + _ints(proto.gather_slice_sizes)
-    if proto.indices_are_sorted:
+    yield "slice_sizes=" + _ints(ins.view.gather_slice_sizes)
+    if ins.view.indices_are_sorted:
         yield "indices_are_sorted=true"
 
 
 @_register("scatter")
-def _scatter(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    if not proto.HasField("scatter_dimension_numbers"):
-        raise InvalidProto(f"scatter {ins.name} has no dimension numbers")
-    d = proto.scatter_dimension_numbers
+def _scatter(ins: Site) -> Iterator[str]:
+    d = ins.printer.decoder.decode("ScatterDimensionNumbers", _required(ins, "scatter_dimension_numbers"))
     yield (
         f"update_window_dims={_ints(d.update_window_dims)}, inserted_window_dims={_ints(d.inserted_window_dims)}, "
         "scatter_dims_to_operand_dims={" + ",".join(map(str, d.scatter_dims_to_operand_dims))
@@ -518,14 +607,14 @@ def _scatter(ins: Any, shapes: ShapeText) -> Iterator[str]:
         + _batching("scatter_indices_batching_dims", d.scatter_indices_batching_dims)
         + f"}}, index_vector_dim={d.index_vector_dim}"
     )
-    if proto.indices_are_sorted:
+    if ins.view.indices_are_sorted:
         yield "indices_are_sorted=true"
-    if proto.unique_indices:
+    if ins.view.unique_indices:
         yield "unique_indices=true"
 
 
 @_register("iota")
-def _iota(ins: Any, shapes: ShapeText) -> Iterator[str]:
+def _iota(ins: Site) -> Iterator[str]:
     yield f"iota_dimension={_one_dimension(ins)}"
 
 
@@ -542,33 +631,17 @@ def dot_dimensions(d: Any) -> str:
 
 
 @_register("dot")
-def _dot(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    if not ins.proto.HasField("dot_dimension_numbers"):
-        raise InvalidProto(f"dot {ins.name} has no dimension numbers")
-    yield dot_dimensions(ins.proto.dot_dimension_numbers)
-    yield from _precision(ins, len(ins.operands))
-
-
-@_register("domain")
-def _domain(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    entry = sharding_text(proto.domain_exit_sharding, None, False) if proto.HasField("domain_exit_sharding") else "{}"
-    exit_ = sharding_text(proto.domain_entry_sharding, None, False) if proto.HasField("domain_entry_sharding") else "{}"
-    yield f'domain={{kind="sharding", entry={entry}, exit={exit_}}}'
-
-
-@_register("topk")
-def _topk(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    yield f"k={ins.proto.k}"
-    yield "largest=" + ("true" if ins.proto.largest else "false")
+def _dot(ins: Site) -> Iterator[str]:
+    raw = _required(ins, "dot_dimension_numbers")
+    yield dot_dimensions(ins.printer.decoder.decode("DotDimensionNumbers", raw))
+    yield from _precision(ins, ins.operand_count)
 
 
 @_register("ragged-dot")
-def _ragged_dot(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    if not proto.HasField("ragged_dot_dimension_numbers") or len(ins.operands) != 3:
-        raise InvalidProto(f"ragged-dot {ins.name} needs 3 operands and dimension numbers")
-    d = proto.ragged_dot_dimension_numbers
+def _ragged_dot(ins: Site) -> Iterator[str]:
+    if ins.operand_count != 3:
+        raise InvalidProto(f"ragged-dot {ins.name} needs 3 operands")
+    d = ins.printer.decoder.decode("RaggedDotDimensionNumbers", _required(ins, "ragged_dot_dimension_numbers"))
     yield dot_dimensions(d.dot_dimension_numbers)
     if len(d.lhs_ragged_dimensions):
         yield "lhs_ragged_dims=" + _ints(d.lhs_ragged_dimensions)
@@ -578,41 +651,56 @@ def _ragged_dot(ins: Any, shapes: ShapeText) -> Iterator[str]:
 
 
 @_register("scaled-dot")
-def _scaled_dot(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    if not ins.proto.HasField("dot_dimension_numbers") or len(ins.operands) != 4:
-        raise InvalidProto(f"scaled-dot {ins.name} needs 4 operands and dimension numbers")
-    yield dot_dimensions(ins.proto.dot_dimension_numbers)
+def _scaled_dot(ins: Site) -> Iterator[str]:
+    if ins.operand_count != 4:
+        raise InvalidProto(f"scaled-dot {ins.name} needs 4 operands")
+    yield dot_dimensions(ins.printer.decoder.decode("DotDimensionNumbers", _required(ins, "dot_dimension_numbers")))
     yield from _precision(ins, 2)
 
 
 @_register("scan")
-def _scan(ins: Any, shapes: ShapeText) -> Iterator[str]:
-    proto = ins.proto
-    carries = proto.num_carries
+def _scan(ins: Site) -> Iterator[str]:
+    view = ins.view
+    carries = view.num_carries
     if carries == 0:
-        if len(ins.operands) % 2:
+        if ins.operand_count % 2:
             raise InvalidProto(f"scan {ins.name} needs an even operand count")
-        carries = len(ins.operands) // 2
-    if not 0 <= carries <= len(ins.operands) or len(ins.called) != 1 or not len(proto.dimensions):
+        carries = ins.operand_count // 2
+    if not 0 <= carries <= ins.operand_count or len(ins.called) != 1 or not len(view.dimensions):
         raise InvalidProto(f"scan {ins.name} is malformed")
-    yield f"dimensions={{{proto.dimensions[0]}}}"
+    yield f"dimensions={{{view.dimensions[0]}}}"
     yield f"num_carries={carries}"
-    if proto.is_reverse:
+    if view.is_reverse:
         yield "is_reverse=true"
-    if proto.is_associative == 1:
+    if view.is_associative == 1:
         yield "is_associative=true"
-    elif proto.is_associative == 2:
+    elif view.is_associative == 2:
         yield "is_associative=false"
-    elif proto.is_associative:
-        raise UnsupportedProto("HloInstructionProto.is_associative", f"value {proto.is_associative}")
+    elif view.is_associative:
+        raise UnsupportedProto("HloInstructionProto.is_associative", f"value {view.is_associative}")
 
 
-def result_accuracy_text(ins: Any) -> str:
+@_register("domain")
+def _domain(ins: Site) -> Iterator[str]:
+    view = ins.view
+
+    def side(field: str) -> str:
+        return sharding_text(ins.decode("OpSharding", field), None, False) if view.HasField(field) else "{}"
+
+    yield f'domain={{kind="sharding", entry={side("domain_exit_sharding")}, exit={side("domain_entry_sharding")}}}'
+
+
+@_register("topk")
+def _topk(ins: Site) -> Iterator[str]:
+    yield f"k={ins.view.k}"
+    yield "largest=" + ("true" if ins.view.largest else "false")
+
+
+def result_accuracy_text(ins: Site) -> str:
     """``result_accuracy=`` of the unary ops the loader reads it for ('' when default)."""
-    proto = ins.proto
-    if ins.opcode not in _ACCURACY_OPCODES or not proto.HasField("result_accuracy"):
+    if ins.opcode not in ACCURACY_OPCODES or not ins.view.HasField("result_accuracy"):
         return ""
-    accuracy = proto.result_accuracy
+    accuracy = ins.decode("ResultAccuracy", "result_accuracy")
     if accuracy.mode == 1:
         return "{mode=highest}"
     if accuracy.mode not in (0, 1):

@@ -1,20 +1,31 @@
-"""Which ``HloModuleProto`` fields the text converter handles, and a fast check that
-a module sets no other.
+"""Message classes for reading an ``HloModuleProto`` fast, and the proof that it sets
+no field the printer does not handle.
 
-The message classes come from a copy of the project schema
-(:mod:`hlo_dedup.io.hlo_schema`) with every unsupported field removed, so the
-``protobuf`` runtime files unsupported fields as unknown fields while decoding.
-:func:`check_supported` drops those and compares the re-encoded size with the
-input: equal sizes prove no unsupported field was set, in one C call. Only when
-they differ does it decode again with the full schema to name the field (or to
-find that the difference was a harmless non-canonical encoding).
+Two sets of classes are built at run time from a copy of the project schema
+(:mod:`hlo_dedup.io.hlo_schema`) in which every unsupported field is removed:
+
+* **values** (``OpMetadata``, ``ShapeProto``, ``OpSharding``, ...): ordinary messages;
+* **views** of ``HloModuleProto``, ``HloComputationProto`` and ``HloInstructionProto``
+  whose message-typed fields are declared ``bytes`` (``optional``, so presence is
+  kept). Reading an instruction then costs a few C calls, and a sub-message is only
+  decoded (and its text cached) when its bytes were not seen before.
+
+A length-delimited field reads the same as a message or as bytes, and the
+``protobuf`` runtime files fields missing from a class as unknown fields. So
+:func:`check_view` drops those and compares the re-encoded size of the views with the
+input, and :func:`Decoder.decode` does the same for each sub-message it decodes:
+equal sizes prove no unsupported field is set. Only on a mismatch is the message
+decoded again with the full schema, to name the field (or to find that the
+difference was a harmless non-canonical encoding).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable
 
+from .descriptors import TYPE_BYTES, TYPE_MESSAGE, FieldSpec, MessageClasses, MessageSpec, encode_file
 from .proto_values import UnsupportedProto
 
 # Fields per message that are printed exactly, or that XLA's printer never shows.
@@ -41,8 +52,8 @@ SUPPORTED: dict[str, frozenset[str]] = {
         "comparison_type is_cross_program_prefetch cross_program_prefetch_index padding_type "
         "custom_call_api_version async_execution_thread k largest statistics_viz "
         "collective_device_list iota_collective_device_list mesh_axes_replica_group_list is_composite "
-        "result_accuracy original_value ragged_dot_dimension_numbers is_reverse num_carries is_associative conv_kind "
-        "sparsity_config".split()
+        "result_accuracy original_value ragged_dot_dimension_numbers is_reverse num_carries "
+        "is_associative conv_kind sparsity_config".split()
     ),
     "OpMetadata": frozenset(
         "op_type op_name source_file source_line source_end_line source_column source_end_column "
@@ -63,84 +74,107 @@ SUPPORTED: dict[str, frozenset[str]] = {
         "f8e4m3s f8e5m2fnuzs f8e5m2s f8e8m0fnus f6e3m2fns f6e2m3fns".split()
     ),
 }
+_VIEWS = ("HloModuleProto", "HloComputationProto", "HloInstructionProto")
+_VIEW_LINKS = {"computations": "HloComputationProtoView", "instructions": "HloInstructionProtoView"}
+
+
+def _supported_file() -> bytes:
+    """The schema with unsupported fields removed, plus the three view messages."""
+    from . import hlo_schema
+
+    messages, enums = hlo_schema.specs()
+    out: list[MessageSpec] = []
+    for msg in messages:
+        keep = SUPPORTED.get(msg.name)
+        fields = [f for f in msg.fields if keep is None or f.name in keep]
+        out.append(MessageSpec(msg.name, fields))
+        if msg.name in _VIEWS:
+            out.append(MessageSpec(msg.name + "View", [_view_field(f) for f in fields]))
+    return encode_file("hlo_dedup/hlo_schema_supported.proto", "xla", out, enums)
+
+
+def _view_field(f: FieldSpec) -> FieldSpec:
+    """A view's field: message-typed fields become (optional) bytes, except the links
+    from module to computations to instructions."""
+    if f.type != TYPE_MESSAGE:
+        return f
+    if f.name in _VIEW_LINKS:
+        return replace(f, type_name=".xla." + _VIEW_LINKS[f.name])
+    return replace(f, type=TYPE_BYTES, type_name="", optional=not f.repeated and not f.oneof)
 
 
 @functools.lru_cache(maxsize=None)
-def _classes(supported_only: bool) -> dict[str, Any]:
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
+def _classes(supported_only: bool) -> MessageClasses:
+    """The value and view classes (supported schema), or the full schema's classes."""
     from . import hlo_schema
 
-    fdp = descriptor_pb2.FileDescriptorProto()
-    fdp.CopyFrom(hlo_schema.file_descriptor_proto())
     if supported_only:
-        fdp.name = "hlo_dedup/hlo_schema_supported.proto"
-        for msg in fdp.message_type:
-            keep = SUPPORTED.get(msg.name)
-            if keep is not None:
-                _restrict(msg, keep)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return {
-        m.name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"xla.{m.name}"))
-        for m in fdp.message_type
-    }
+        return MessageClasses(_supported_file(), "xla")
+    messages, enums = hlo_schema.specs()
+    return MessageClasses(encode_file("hlo_dedup/hlo_schema_full.proto", "xla", messages, enums), "xla")
 
 
-def _restrict(msg: Any, keep: frozenset[str]) -> None:
-    """Drop the fields of ``msg`` not in ``keep``, renumbering its oneofs."""
-    fields = [f for f in msg.field if f.name in keep]
-    oneofs = [o.name for o in msg.oneof_decl]
-    used = []
-    for f in fields:
-        if f.HasField("oneof_index"):
-            name = oneofs[f.oneof_index]
-            if name not in used:
-                used.append(name)
-    real = [n for n in used if not n.startswith("_")] + [n for n in used if n.startswith("_")]
-    copies = []
-    for f in fields:
-        copy = type(f)()
-        copy.CopyFrom(f)
-        if f.HasField("oneof_index"):
-            copy.oneof_index = real.index(oneofs[f.oneof_index])
-        copies.append(copy)
-    del msg.field[:]
-    msg.field.extend(copies)
-    del msg.oneof_decl[:]
-    for name in real:
-        msg.oneof_decl.add(name=name)
+def module_view_class() -> Any:
+    return _classes(True)["HloModuleProtoView"]
 
 
-def module_class() -> Any:
-    """``HloModuleProto`` with only the supported fields."""
-    try:
-        return _classes(True)["HloModuleProto"]
-    except ImportError as exc:
-        raise ImportError(f"reading HLO protos needs protobuf ({exc})") from None
-
-
-def check_supported(module: Any, data: bytes) -> None:
-    """Raise :class:`UnsupportedProto` if ``data`` sets a field outside :data:`SUPPORTED`."""
+def check_view(module: Any, data: bytes) -> None:
+    """Raise :class:`UnsupportedProto` if the module, a computation or an instruction
+    sets a field outside :data:`SUPPORTED` (sub-messages are checked as decoded)."""
     module.DiscardUnknownFields()
-    if module.ByteSize() == len(data):
-        return
-    full = _classes(False)["HloModuleProto"].FromString(data)
-    path = _first_unsupported(full, "HloModuleProto")
+    if module.ByteSize() != len(data):
+        _name_unsupported("HloModuleProto", data)
+
+
+def _name_unsupported(message: str, data: bytes) -> None:
+    full = _classes(False)[message].FromString(data)
+    path = _first_unsupported(full)
     if path is not None:
         raise UnsupportedProto(path)
 
 
-def _first_unsupported(msg: Any, path: str) -> str | None:
-    keep = SUPPORTED.get(msg.DESCRIPTOR.name)
+def _first_unsupported(msg: Any) -> str | None:
+    keep = SUPPORTED.get(msg.DESCRIPTOR.full_name.removeprefix("xla."))
     for field, value in msg.ListFields():
-        name = f"{msg.DESCRIPTOR.name}.{field.name}"
         if keep is not None and field.name not in keep:
-            return name
+            return f"{msg.DESCRIPTOR.name}.{field.name}"
         if field.type == field.TYPE_MESSAGE:
-            items = value if field.is_repeated else [value]
-            for item in items:
-                found = _first_unsupported(item, name)
+            repeated = getattr(field, "is_repeated", None)
+            if repeated is None:
+                repeated = field.label == field.LABEL_REPEATED
+            for item in value if repeated else [value]:
+                found = _first_unsupported(item)
                 if found is not None:
                     return found
     return None
+
+
+class Decoder:
+    """Decodes sub-message bytes with the value classes, checked and memoised."""
+
+    def __init__(self) -> None:
+        self._classes = _classes(True)
+        self._cache: dict[tuple[str, bytes], Any] = {}
+
+    def decode(self, message: str, data: bytes) -> Any:
+        key = (message, data)
+        msg = self._cache.get(key)
+        if msg is None:
+            msg = self._classes[message].FromString(data)
+            msg.DiscardUnknownFields()
+            if msg.ByteSize() != len(data):
+                _name_unsupported(message, data)
+            self._cache[key] = msg
+        return msg
+
+    def memo(self, fn: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+        """``fn`` memoised on its bytes argument (for texts printed from sub-messages)."""
+        cache: dict[bytes, Any] = {}
+
+        def cached(data: bytes) -> Any:
+            value = cache.get(data)
+            if value is None:
+                value = cache[data] = fn(data)
+            return value
+
+        return cached

@@ -5,25 +5,26 @@ jaxlib loads the proto (``HloModule::CreateFromProto``) and prints it with
 that: computations ordered by id and printed callees first from each root
 computation (``MakeComputationPostOrder``), instructions in schedule order or in
 XLA's post order (``ForEachInstructionPostOrder``, channel dependencies included),
-names sanitised, the stack-frame table re-numbered as XLA rebuilds it, and every
-attribute in ``PrintWithCanonicalNameMap`` order.
+async ops in their sugared form, names sanitised, the stack-frame table renumbered
+as XLA rebuilds it, and every attribute in ``PrintWithCanonicalNameMap`` order.
 
 The proto is decoded by the ``protobuf`` runtime with classes built from the
-project's schema table (:mod:`hlo_dedup.io.hlo_schema`). Before printing,
-:func:`hlo_dedup.io.proto_fields.check_supported` makes sure every field that is
-set is one this module prints exactly (or one XLA's printer ignores); anything else
-raises :class:`UnsupportedProto` naming the field. We never fall back to a guess, and
-never to jaxlib: reading a ``.pb`` behaves the same with or without jax installed.
+project's schema table (:mod:`hlo_dedup.io.proto_fields`). Every field that is set
+must be one this package prints exactly (or one XLA's printer ignores); anything
+else raises :class:`UnsupportedProto` naming the field. We never guess, and never
+fall back to jaxlib: reading a ``.pb`` behaves the same with or without jax.
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
-from .proto_fields import check_supported, module_class
-from .proto_instruction import Computation, InstructionPrinter, sanitized_name
-from .proto_values import InvalidProto, ShapeText, UnsupportedProto, frontend_attributes, has_entries, shape_index
 from ..text.escape import c_escape
+from .proto_fields import Decoder, check_view, module_view_class
+from .proto_instruction import Computation, sanitized_name
+from .proto_line import LinePrinter
+from .proto_values import InvalidProto, ShapeText, UnsupportedProto, frontend_attributes, shape_index
 
 __all__ = ["InvalidProto", "UnsupportedProto", "module_to_text"]
 
@@ -33,33 +34,38 @@ def module_to_text(data: bytes) -> str:
 
     Raises :class:`InvalidProto` for a proto XLA would not load and
     :class:`UnsupportedProto` for content this printer cannot reproduce exactly.
+    The cyclic garbage collector is paused meanwhile: everything built here is
+    acyclic or short-lived, and collections over it would only cost time.
     """
-    module = module_class().FromString(data)
-    check_supported(module, data)
-    return _ModulePrinter(module).text()
-
-
-def _local_id(proto_id: int) -> int:
-    """``HloInstruction::CalculateLocalId``: the low 32 bits, as int32."""
-    low = proto_id & 0xFFFFFFFF
-    return low - (1 << 32) if low >= 1 << 31 else low
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        module = module_view_class().FromString(data)
+        check_view(module, data)
+        return _ModulePrinter(module, data).text()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class _ModulePrinter:
-    def __init__(self, module: Any) -> None:
+    def __init__(self, module: Any, data: bytes) -> None:
         self.module = module
-        self.shapes = ShapeText()
-        protos = list(module.computations)
+        self.decoder = Decoder()
+        self.shapes = ShapeText(self.decoder.decode)
+        self.lines = LinePrinter(data, self.decoder, self.shapes)
         by_id: dict[int, Computation] = {}
         self.creation_order: list[Computation] = []
-        for proto in protos:
+        for proto in module.computations:
             if proto.id in by_id:
                 raise InvalidProto(f"computation id {proto.id} is used twice")
-            comp = Computation(proto, _local_id)
+            comp = Computation(proto)
             by_id[proto.id] = comp
             self.creation_order.append(comp)
+        with_control = _has_tag(data, 37)
+        with_calls = _has_tag(data, 38)
         for comp in self.creation_order:
-            comp.link(by_id)
+            comp.link(by_id, with_control, with_calls)
         self.computations = [by_id[i] for i in sorted(by_id)]  # HloModule sorts by proto id
         entry = by_id.get(module.entry_computation_id)
         if entry is None:
@@ -74,43 +80,35 @@ class _ModulePrinter:
     # -- loading ------------------------------------------------------------------------
 
     def _check_unique_names(self) -> None:
-        comp_names: set[str] = set()
-        instr_names: set[str] = set()
-        for comp in self.computations:
-            if comp.name in comp_names:
-                raise InvalidProto(f"computation name {comp.name} is not unique")
-            comp_names.add(comp.name)
-            for ins in comp.instructions:
-                if ins.name in instr_names:
-                    raise InvalidProto(f"instruction name {ins.name} is not unique")
-                instr_names.add(ins.name)
+        names = [c.name for c in self.computations]
+        if len(set(names)) != len(names):
+            raise InvalidProto("computation names are not unique")
+        count = sum(len(c.names) for c in self.computations)
+        if len({n for c in self.computations for n in c.names}) != count:
+            raise InvalidProto("instruction names are not unique in the module")
 
     def _apply_async_threads(self) -> None:
         """``HloAsyncStartInstruction::set_async_execution_thread``, run as each
         async-start is created: its wrapped computations take its thread."""
         for comp in self.creation_order:
-            for ins in comp.creation_order:
-                if ins.opcode == "async-start":
-                    ins.set_async_thread(ins.proto.async_execution_thread or "main")
+            starts = [i for i in comp.called if comp.opcodes[i] == "async-start"]
+            for i in sorted(starts, key=comp.creation_rank.__getitem__):
+                comp.set_async_thread(i, comp.views[i].async_execution_thread or "main")
 
-    def _schedule(self, by_id: dict[int, Computation]) -> dict[int, list[Any]]:
+    def _schedule(self, by_id: dict[int, Computation]) -> dict[int, list[int]]:
         module = self.module
         if not module.HasField("schedule"):
             return {}
-        sequences: dict[int, list[Any]] = {}
-        for entry in module.schedule.sequences:
+        schedule = self.decoder.decode("HloScheduleProto", module.schedule)
+        sequences: dict[int, list[int]] = {}
+        for entry in schedule.sequences:
             comp = by_id.get(entry.key)
             if comp is None:
                 raise InvalidProto(f"the schedule names computation id {entry.key}, which does not exist")
-            order = []
-            for instr_id in entry.value.instruction_ids:
-                ins = comp.by_local_id.get(_local_id(instr_id))
-                if ins is None:
-                    raise InvalidProto(f"the schedule of {comp.name} names instruction id {instr_id}")
-                order.append(ins)
-            if len(order) != len(comp.instructions) or len(set(map(id, order))) != len(order):
+            order = [comp._index(x) for x in entry.value.instruction_ids]
+            if None in order or sorted(order) != list(range(len(comp.ids))):  # type: ignore[type-var]
                 raise InvalidProto(f"the schedule of {comp.name} does not list each instruction once")
-            sequences[entry.key] = order
+            sequences[entry.key] = order  # type: ignore[assignment]
         for comp in self.computations:
             if comp.proto.id not in sequences and not comp.is_fusion:
                 raise InvalidProto(f"computation {comp.name} is not scheduled")
@@ -119,23 +117,19 @@ class _ModulePrinter:
     # -- printing -----------------------------------------------------------------------
 
     def text(self) -> str:
-        order = self._computation_order()
         channel_dependencies = not self._single_partition_device_assignment()
-        printer = InstructionPrinter(self.shapes)
-        bodies = []
-        for comp in order:
+        frames = _StackFrames(self.module, self.decoder)
+        for comp in self.creation_order:
+            frames.collect(comp, self.lines)
+        parts = [self._header(), frames.text(), "\n\n"]
+        remap = frames.remap
+        for comp in self._computation_order():
             if comp.is_async and comp.single_instruction:
                 continue  # printed through its sugared async-start
-            sequence = self.schedule.get(comp.proto.id)
-            instructions = sequence if sequence is not None else comp.post_order(channel_dependencies)
-            bodies.append((comp, instructions))
-        frames = _StackFrames(self.module)
-        for comp in self.creation_order:
-            for ins in comp.instructions:
-                frames.remap(ins)
-        parts = [self._header(), frames.text(), "\n\n"]
-        for comp, instructions in bodies:
-            parts.append(self._computation_text(comp, instructions, printer))
+            order = self.schedule.get(comp.proto.id)
+            if order is None:
+                order = comp.post_order(channel_dependencies)
+            parts.append(self._computation_text(comp, order, remap))
             parts.append("\n\n")
         return "".join(parts)
 
@@ -143,15 +137,13 @@ class _ModulePrinter:
         """``ComputeChannelDependencies`` is empty for a static one-computation device
         assignment (the config never turns on SPMD partitioning when loading a proto)."""
         module = self.module
-        return module.HasField("device_assignment") and module.device_assignment.computation_count == 1
+        if not module.HasField("device_assignment"):
+            return False
+        return self.decoder.decode("DeviceAssignmentProto", module.device_assignment).computation_count == 1
 
     def _computation_order(self) -> list[Computation]:
         """``MakeComputationPostOrder(dfs_postorder=true)``."""
-        called: set[int] = set()
-        for comp in self.computations:
-            for ins in comp.instructions:
-                for callee in ins.called:
-                    called.add(id(callee))
+        called = {id(c) for comp in self.computations for cs in comp.called.values() for c in cs}
         added: set[int] = set()
         order: list[Computation] = []
         for comp in self.computations:
@@ -179,39 +171,41 @@ class _ModulePrinter:
         if donors:
             parts.append(", buffer_donor={ " + donors + " }")
         parts.append(", entry_computation_layout={" + self._entry_layout() + "}")
-        if module.HasField("frontend_attributes") and has_entries(module.frontend_attributes):
-            parts.append(", frontend_attributes=" + frontend_attributes(module.frontend_attributes))
+        if module.frontend_attributes:
+            text = frontend_attributes(self.decoder.decode("FrontendAttributes", module.frontend_attributes))
+            if text != "{}":
+                parts.append(", frontend_attributes=" + text)
         return "".join(parts)
 
     def _entry_layout(self) -> str:
         """``ComputationLayout::Print`` of the host program shape."""
-        program = self.module.host_program_shape
-        params = [self.shapes.text(p) for p in program.parameters]
+        program = self.decoder.decode("ProgramShapeProto", self.module.host_program_shape)
         text = "("
-        for i, param in enumerate(params):
+        for i, param in enumerate(program.parameters):
             if i:
                 text += f", /*index={i}*/" if i % 5 == 0 else ", "
-            text += param
+            text += self.shapes.text(param.SerializeToString())
         if not program.HasField("result"):
             raise InvalidProto("the host program shape has no result")
-        return text + ")->" + self.shapes.text(program.result)
+        return text + ")->" + self.shapes.text(program.result.SerializeToString())
 
     def _input_output_alias(self) -> str:
         """``HloInputOutputAliasConfig::ToShortString``, in output shape-index order."""
         if not self.module.HasField("input_output_alias"):
             return ""
-        root = self.entry.root.shape_proto
+        aliasing = self.decoder.decode("HloInputOutputAliasProto", self.module.input_output_alias)
+        root = self.shapes.proto(self.entry.shapes[self.entry.root])
         entries = []
         seen = set()
-        for e in self.module.input_output_alias.entries:
+        for e in aliasing.entries:
             index = tuple(e.output_shape_index)
             if index in seen:
                 raise InvalidProto(f"output {shape_index(index)} is aliased twice")
             seen.add(index)
-            _check_shape_index(root, index, "input_output_alias output index")
+            _check_shape_index(root, index)
             kind = "must-alias" if e.kind == 2 else "may-alias"
-            entries.append((index, f"{shape_index(index)}: ({e.parameter_number}, "
-                            f"{shape_index(e.parameter_shape_index)}, {kind})"))
+            text = f"{shape_index(index)}: ({e.parameter_number}, {shape_index(e.parameter_shape_index)}, {kind})"
+            entries.append((index, text))
         entries.sort(key=lambda item: item[0])
         return ", ".join(text for _, text in entries)
 
@@ -219,29 +213,42 @@ class _ModulePrinter:
         """``HloBufferDonorConfig::ToShortString``, ordered by (parameter, index)."""
         if not self.module.HasField("buffer_donor"):
             return ""
-        donors = sorted({(e.parameter_number, tuple(e.parameter_shape_index)) for e in self.module.buffer_donor.entries})
+        donor = self.decoder.decode("HloBufferDonorProto", self.module.buffer_donor)
+        donors = sorted({(e.parameter_number, tuple(e.parameter_shape_index)) for e in donor.entries})
         return ", ".join(f"({p}, {shape_index(i)})" for p, i in donors)
 
-    def _computation_text(self, comp: Computation, instructions: list[Any], printer: InstructionPrinter) -> str:
-        params = ", ".join(f"{p.name}: {self.shapes.text_without_layout(p.shape_proto)}" for p in comp.parameters)
-        result = self.shapes.text_without_layout(comp.root.shape_proto)
+    def _computation_text(self, comp: Computation, order: list[int], remap: Any) -> str:
+        shapes = self.shapes
+        params = ", ".join(f"{comp.names[p]}: {shapes.text_without_layout(comp.shapes[p])}" for p in comp.parameters)
+        result = shapes.text_without_layout(comp.shapes[comp.root])
         head = ("ENTRY %" if comp is self.entry else "%") + f"{comp.name} ({params}) -> {result} {{\n"
-        lines = [head]
-        root = comp.root
-        for ins in instructions:
-            lines.append("  ROOT " if ins is root else "  ")
-            lines.append(printer.line(ins))
-            lines.append("\n")
-        lines.append("}")
-        if comp.thread != "main":
-            lines.append(f', execution_thread="{comp.thread}"')
-        return "".join(lines)
+        lines = self.lines.lines(comp, order, remap)
+        root = order.index(comp.root)
+        lines[root] = "ROOT " + lines[root]
+        body = "  " + "\n  ".join(lines)
+        tail = "\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"'
+        return head + body + tail
 
 
-def _check_shape_index(shape: Any, index: tuple[int, ...], what: str) -> None:
+def _has_tag(data: bytes, field: int) -> bool:
+    """Whether ``field``'s tag (packed or not) occurs in ``data``: when it does not,
+    no message of the module sets the field."""
+    return any(_varint(field << 3 | wire) in data for wire in (0, 2))
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _check_shape_index(shape: Any, index: tuple[int, ...]) -> None:
     for i in index:
         if shape.element_type != 13 or not 0 <= i < len(shape.tuple_shapes):
-            raise InvalidProto(f"{what} {shape_index(index)} is not in the shape")
+            raise InvalidProto(f"input_output_alias output index {shape_index(index)} is not in the shape")
         shape = shape.tuple_shapes[i]
 
 
@@ -250,21 +257,28 @@ class _StackFrames:
     instruction's frame chain is re-added, root frame first, computation by
     computation in proto order and instruction by instruction in id order."""
 
-    def __init__(self, module: Any) -> None:
-        self.source = module.stack_frame_index if module.HasField("stack_frame_index") else None
+    def __init__(self, module: Any, decoder: Decoder) -> None:
+        self.source = (
+            decoder.decode("StackFrameIndexProto", module.stack_frame_index)
+            if module.HasField("stack_frame_index")
+            else None
+        )
         self.files: dict[str, int] = {}
         self.functions: dict[str, int] = {}
         self.locations: dict[tuple[int, ...], int] = {}
         self.frames: dict[tuple[int, int], int] = {}
-        self.memo: dict[int, int] = {}
+        self.new_ids: dict[int, int] = {}
 
-    def remap(self, ins: Any) -> None:
-        old = ins.stack_frame_id
-        if old:
-            new = self.memo.get(old)
-            if new is None:
-                new = self.memo[old] = self._add(old)
-            ins.stack_frame_id = new
+    def collect(self, comp: Computation, lines: LinePrinter) -> None:
+        new_ids = self.new_ids
+        for metadata in comp.metadata:
+            if metadata:
+                old = lines.metadata_of(metadata)[1]
+                if old and old not in new_ids:
+                    new_ids[old] = self._add(old)
+
+    def remap(self, old: int) -> int:
+        return self.new_ids[old]
 
     def _add(self, old: int) -> int:
         source = self.source
@@ -284,7 +298,8 @@ class _StackFrames:
             if not 0 < frame.file_location_id <= len(source.file_locations):
                 raise InvalidProto("a stack frame names a missing file location")
             loc = source.file_locations[frame.file_location_id - 1]
-            if not (0 < loc.file_name_id <= len(source.file_names) and 0 < loc.function_name_id <= len(source.function_names)):
+            if not (0 < loc.file_name_id <= len(source.file_names)
+                    and 0 < loc.function_name_id <= len(source.function_names)):
                 raise InvalidProto("a file location names a missing file or function")
             file_id = self.files.setdefault(source.file_names[loc.file_name_id - 1], len(self.files) + 1)
             func_id = self.functions.setdefault(source.function_names[loc.function_name_id - 1], len(self.functions) + 1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 import struct
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..ir.shape import Layout, PrimitiveType, Shape, SplitConfig, Tile, UNBOUNDED_SIZE
 from ..text.escape import c_escape
@@ -108,35 +108,33 @@ def shape_of(proto: Any) -> Shape:
 
 
 class ShapeText:
-    """Shapes printed with and without layout, memoised on their serialized bytes."""
+    """Shapes from ``ShapeProto`` bytes, printed with and without layout, memoised on the bytes."""
 
-    def __init__(self) -> None:
+    def __init__(self, decode: Callable[[str, bytes], Any]) -> None:
+        self._decode = decode
         self._shapes: dict[bytes, Shape] = {}
         self._with_layout: dict[bytes, str] = {}
         self._without: dict[bytes, str] = {}
 
-    def shape(self, proto: Any) -> Shape:
-        key = proto.SerializeToString()
-        shape = self._shapes.get(key)
+    def proto(self, data: bytes) -> Any:
+        return self._decode("ShapeProto", data)
+
+    def shape(self, data: bytes) -> Shape:
+        shape = self._shapes.get(data)
         if shape is None:
-            shape = self._shapes[key] = shape_of(proto)
+            shape = self._shapes[data] = shape_of(self._decode("ShapeProto", data))
         return shape
 
-    def text(self, proto: Any) -> str:
-        key = proto.SerializeToString()
-        text = self._with_layout.get(key)
+    def text(self, data: bytes) -> str:
+        text = self._with_layout.get(data)
         if text is None:
-            shape = self._shapes.get(key)
-            if shape is None:
-                shape = self._shapes[key] = shape_of(proto)
-            text = self._with_layout[key] = shape.to_text()
+            text = self._with_layout[data] = self.shape(data).to_text()
         return text
 
-    def text_without_layout(self, proto: Any) -> str:
-        key = proto.SerializeToString()
-        text = self._without.get(key)
+    def text_without_layout(self, data: bytes) -> str:
+        text = self._without.get(data)
         if text is None:
-            text = self._without[key] = without_layout(self.shape(proto)).to_text()
+            text = self._without[data] = without_layout(self.shape(data)).to_text()
         return text
 
 
@@ -313,12 +311,11 @@ def frontend_attributes(proto: Any) -> str:
     return "{" + ",".join(f"{k}={raw_or_quoted(entries[k])}" for k in sorted(entries)) + "}"
 
 
-def has_entries(frontend: Any) -> bool:
-    return len(frontend.map) > 0
-
-
-def op_metadata(proto: Any) -> str:
-    """``OpMetadataToString``: the set fields, space separated, in XLA's order."""
+def op_metadata_parts(proto: Any) -> tuple[str, int, bool]:
+    """``OpMetadataToString`` split for the stack-frame renumbering: the text of every
+    set field but ``stack_frame_id`` (which XLA prints last), the frame id, and
+    whether ``metadata={...}`` prints without a frame (op_type, op_name, source_file
+    or scheduling_name set; ``source_line`` alone does not print)."""
     parts = []
     if proto.op_type:
         parts.append(f'op_type="{c_escape(proto.op_type)}"')
@@ -340,14 +337,16 @@ def op_metadata(proto: Any) -> str:
         parts.append(f'deduplicated_name="{c_escape(proto.deduplicated_name)}"')
     if proto.scheduling_name:
         parts.append(f'scheduling_name="{proto.scheduling_name}"')
-    if proto.stack_frame_id:
-        parts.append(f"stack_frame_id={proto.stack_frame_id}")
-    return " ".join(parts)
+    prints = bool(proto.op_type or proto.op_name or proto.source_file or proto.scheduling_name)
+    return " ".join(parts), proto.stack_frame_id, prints
 
 
-def metadata_prints(proto: Any) -> bool:
-    """Whether ``metadata={...}`` appears: some field besides the numbers is set."""
-    return bool(proto.op_type or proto.op_name or proto.source_file or proto.scheduling_name or proto.stack_frame_id)
+def op_metadata(proto: Any) -> str:
+    """``OpMetadataToString``: the set fields, space separated, in XLA's order."""
+    text, frame, _ = op_metadata_parts(proto)
+    if frame:
+        return f"{text} stack_frame_id={frame}" if text else f"stack_frame_id={frame}"
+    return text
 
 
 def original_value(proto: Any) -> str:
