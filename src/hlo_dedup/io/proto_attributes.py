@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ..text.escape import c_escape
 from .proto_literal import literal_with_shape_text
 from .proto_sharding import replica_groups_text, sharding_text
-from .proto_values import PRIMITIVE_NUMBERS, InvalidProto, UnsupportedProto, float_attribute, shape_index
+from .proto_values import PRIMITIVE_NUMBERS, InvalidProto, UnsupportedProto, escape, float_attribute, shape_index
 
 if TYPE_CHECKING:
     from .proto_instruction import Computation
@@ -485,7 +484,7 @@ def _reduce_precision(ins: Site) -> Iterator[str]:
 
 
 def _config(raw: bytes) -> str:
-    return c_escape(raw.decode("utf-8", "surrogateescape"))
+    return escape(raw.decode("utf-8", "surrogateescape"))
 
 
 @_register("infeed")
@@ -549,7 +548,7 @@ def _custom_call(ins: Site) -> Iterator[str]:
     yield from _precision(ins, ins.operand_count)
     if view.padding_type:
         yield "padding_type=" + _enum(_PADDING_TYPES, view.padding_type, "HloInstructionProto.padding_type")
-    yield 'custom_call_target="' + c_escape(view.custom_call_target) + '"'
+    yield 'custom_call_target="' + escape(view.custom_call_target) + '"'
     if view.constrain_layout:
         yield "operand_layout_constraints={" + ", ".join(ins.shape_text(s) for s in view.operand_shapes_with_layout) + "}"
     if view.custom_call_has_side_effect:

@@ -57,7 +57,8 @@ SUPPORTED: dict[str, frozenset[str]] = {
     ),
     "OpMetadata": frozenset(
         "op_type op_name source_file source_line source_end_line source_column source_end_column "
-        "profile_type deduplicated_name stack_frame_id scheduling_name".split()
+        "profile_type size_of_generated_code_in_bytes size_of_memory_working_set_in_bytes profile_info "
+        "deduplicated_name stack_frame_id scheduling_name".split()
     ),
     "OpSharding": frozenset(
         "type tile_shape tile_assignment_dimensions tile_assignment_devices tuple_shardings "
@@ -149,6 +150,46 @@ def _first_unsupported(msg: Any) -> str | None:
     return None
 
 
+_WIRE_TYPES = {1: 1, 6: 1, 16: 1, 2: 5, 7: 5, 15: 5, 9: 2, 11: 2, 12: 2}  # others: varint (0)
+
+
+def _tag(number: int, wire_type: int) -> bytes:
+    value = number << 3 | wire_type
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _unsupported_tags(message: str) -> tuple[bytes, ...]:
+    """The encoded tags of every unsupported field in ``message`` or in a message it
+    can contain: bytes of ``message`` holding none of them set no unsupported field."""
+    from . import hlo_schema
+
+    specs = {m.name: m for m in hlo_schema.specs()[0]}
+    tags: set[bytes] = set()
+    seen: set[str] = set()
+    todo = [message]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        keep = SUPPORTED.get(name)
+        for f in specs[name].fields:
+            if keep is not None and f.name not in keep:
+                wire = _WIRE_TYPES.get(f.type, 0)
+                tags.add(_tag(f.number, wire))
+                if f.repeated and wire != 2:
+                    tags.add(_tag(f.number, 2))  # packed
+            elif f.type == TYPE_MESSAGE:
+                todo.append(f.type_name.removeprefix(".xla."))
+    return tuple(sorted(tags))
+
+
 class Decoder:
     """Decodes sub-message bytes with the value classes, checked and memoised."""
 
@@ -161,9 +202,11 @@ class Decoder:
         msg = self._cache.get(key)
         if msg is None:
             msg = self._classes[message].FromString(data)
-            msg.DiscardUnknownFields()
-            if msg.ByteSize() != len(data):
-                _name_unsupported(message, data)
+            tags = _unsupported_tags(message)
+            if tags and any(t in data for t in tags):  # maybe set: check exactly
+                msg.DiscardUnknownFields()
+                if msg.ByteSize() != len(data):
+                    _name_unsupported(message, data)
             self._cache[key] = msg
         return msg
 

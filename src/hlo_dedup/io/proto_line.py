@@ -63,99 +63,108 @@ class LinePrinter:
         return parts
 
     def lines(self, comp: Computation, order: list[int], frames: Callable[[int], int]) -> list[str]:
-        """The lines of ``comp``'s instructions in ``order`` (without indentation)."""
+        """The lines of ``comp``'s instructions in ``order`` (without indentation).
+
+        Built column by column (heads, operands, attributes, metadata, configs), each
+        column a comprehension over all instructions or a loop over the few that need it.
+        """
         names = comp.names
         opcodes = comp.opcodes
-        operands = comp.operands
         views = comp.views
         shape_text = self.shapes.text
-        shape_texts = [shape_text(s) for s in comp.shapes]
-        metadata = comp.metadata
-        metadata_cache = self.metadata
-        metadata_of = self.metadata_of
+        refs = ["%" + n for n in names]
+        heads = [f"%{n} = {shape_text(s)} {o}(" for n, s, o in zip(names, comp.shapes, opcodes)]
+        args = [
+            ", ".join([refs[o] for o in ops]) if len(ops) <= 5 else _long_operand_list(refs, ops)
+            for ops in comp.operands
+        ]
+        n = len(names)
+        tails = [")"] * n
+        for i in comp.parameters:
+            args[i] = str(views[i].parameter_number)
         attributes = OPCODE_ATTRIBUTES
         called = comp.called
         control = comp.control
         sharding, frontend, statistics = self.sharding, self.frontend, self.statistics
         accuracy = self.accuracy
-        config = self.config
-        config_text = self._config_text
-        original = self.original
-        out = []
-        for i in order:
-            opcode = opcodes[i]
-            if opcode == "parameter":
-                args = str(views[i].parameter_number)
-            elif opcode == "constant":
-                view = views[i]
-                args = literal_text(self.decoder.decode("LiteralProto", view.literal)) if view.HasField("literal") else "{...}"
+        any_optional = sharding or frontend or statistics or accuracy or control
+        for i, opcode in enumerate(opcodes):
+            if opcode in attributes or opcode in ASYNC_OPCODES or opcode == "constant" or i in called:
+                pass
+            elif not any_optional:
+                continue
             else:
-                ops = operands[i]
-                if not ops:
-                    args = ""
-                elif len(ops) <= 5:
-                    args = "%" + ", %".join([names[o] for o in ops])
-                else:
-                    args = _long_operand_list(names, ops)
-            if opcode in ASYNC_OPCODES:
-                parts = self._async(comp, i, args)
-            else:
-                parts = [f"%{names[i]} = {shape_texts[i]} {opcode}({args})"]
-                extra = attributes.get(opcode)
-                if extra is not None:
-                    parts.extend([", " + a for a in extra(Site(comp, i, self))])
-                if i in called:
-                    parts.append(_called_text(comp, i, called[i]))
                 view = views[i]
-                if (
+                if not (
                     (sharding and view.HasField("sharding"))
                     or (frontend and view.frontend_attributes)
                     or i in control
                     or (statistics and view.statistics_viz)
                     or (accuracy and opcode in ACCURACY_OPCODES and view.HasField("result_accuracy"))
                 ):
+                    continue
+            parts = [")"]
+            if opcode == "constant":
+                view = views[i]
+                args[i] = (
+                    literal_text(self.decoder.decode("LiteralProto", view.literal)) if view.HasField("literal") else "{...}"
+                )
+            if opcode in ASYNC_OPCODES:
+                heads[i] = self._async_head(comp, i, heads[i], parts)
+            else:
+                extra = attributes.get(opcode)
+                if extra is not None:
+                    parts.extend([", " + a for a in extra(Site(comp, i, self))])
+                if i in called:
+                    parts.append(_called_text(comp, i, called[i]))
+                if any_optional:
                     self._common_attributes(comp, i, parts)
-            if original and views[i].HasField("original_value"):
-                value = self.decoder.decode("OriginalValueProto", views[i].original_value)
-                parts.append(", origin={" + original_value(value) + "}")
-            data = metadata[i]
+            tails[i] = "".join(parts)
+        if self.original:
+            for i, view in enumerate(views):
+                if view.HasField("original_value"):
+                    value = self.decoder.decode("OriginalValueProto", view.original_value)
+                    tails[i] += ", origin={" + original_value(value) + "}"
+        cache = self.metadata
+        metadata_of = self.metadata_of
+        for i, data in enumerate(comp.metadata):
             if data:
-                text, frame, prints = metadata_cache.get(data) or metadata_of(data)
+                text, frame, prints = cache.get(data) or metadata_of(data)
                 if frame:
                     frame = frames(frame)
                     if frame:
                         text = f"{text} stack_frame_id={frame}" if text else f"stack_frame_id={frame}"
                         prints = True
                 if prints:
-                    parts.append(", metadata={" + text + "}")
-            if config:
-                raw = views[i].backend_config
+                    tails[i] += ", metadata={" + text + "}"
+        if self.config:
+            config_text = self._config_text
+            for i, view in enumerate(views):
+                raw = view.backend_config
                 if raw:
-                    parts.append(", backend_config=" + config_text(raw))
-            out.append("".join(parts) if len(parts) > 1 else parts[0])
-        return out
+                    tails[i] += ", backend_config=" + config_text(raw)
+        return [heads[i] + args[i] + tails[i] for i in order]
 
-    def _async(self, comp: Computation, i: int, args: str) -> list[str]:
-        """An async op; sugared as ``<wrapped>-start/-update/-done`` when its wrapped
-        computation is one instruction (``syntax_sugar_async_ops``, on by default)."""
+    def _async_head(self, comp: Computation, i: int, head: str, parts: list[str]) -> str:
+        """An async op's head and attributes; sugared as ``<wrapped>-start/-update/-done``
+        when its wrapped computation is one instruction (``syntax_sugar_async_ops``, on by
+        default)."""
         opcode = comp.opcodes[i]
         wrapped = comp.async_root(i)
-        shape = self.shapes.text(comp.shapes[i])
         if wrapped is None:
-            parts = [f"%{comp.names[i]} = {shape} {opcode}({args})"]
             self._extra_attributes(comp, i, parts)
-            return parts
+            return head
         inner, root = wrapped
         if len(comp.views[i].output_operand_aliasing):
             raise UnsupportedProto("HloInstructionProto.output_operand_aliasing", "on a sugared async op")
-        parts = [f"%{comp.names[i]} = {shape} {inner.opcodes[root]}{opcode[5:]}({args})"]
+        shape = self.shapes.text(comp.shapes[i])
         if opcode == "async-start":
             thread = comp.async_threads.get(i, "main")
             if thread != "main":
                 parts.append(f', async_execution_thread="{thread}"')
             self._extra_attributes(inner, root, parts)
         self._common_attributes(comp, i, parts)
-        return parts
+        return f"%{comp.names[i]} = {shape} {inner.opcodes[root]}{opcode[5:]}("
 
     def _extra_attributes(self, comp: Computation, i: int, parts: list[str]) -> None:
         """``PrintExtraAttributes``: opcode attributes, called computations, then the
@@ -189,11 +198,11 @@ class LinePrinter:
                 parts.append(", result_accuracy=" + accuracy)
 
 
-def _long_operand_list(names: list[str], ops: list[int]) -> str:
+def _long_operand_list(refs: list[str], ops: list[int]) -> str:
     """Operands joined by ", " with ``/*index=N*/`` before every fifth."""
-    parts = ["%" + names[ops[0]]]
+    parts = [refs[ops[0]]]
     for k in range(1, len(ops)):
-        parts.append((f", /*index={k}*/%" if k % 5 == 0 else ", %") + names[ops[k]])
+        parts.append((f", /*index={k}*/" if k % 5 == 0 else ", ") + refs[ops[k]])
     return "".join(parts)
 
 

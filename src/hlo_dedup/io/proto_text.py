@@ -20,11 +20,10 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from ..text.escape import c_escape
 from .proto_fields import Decoder, check_view, module_view_class
 from .proto_instruction import Computation, sanitized_name
 from .proto_line import LinePrinter
-from .proto_values import InvalidProto, ShapeText, UnsupportedProto, frontend_attributes, shape_index
+from .proto_values import InvalidProto, ShapeText, UnsupportedProto, escape, frontend_attributes, shape_index
 
 __all__ = ["InvalidProto", "UnsupportedProto", "module_to_text"]
 
@@ -313,9 +312,9 @@ class _StackFrames:
         if not self.frames:
             return ""
         out = ["\n\nFileNames\n"]
-        out.extend(f'{i} "{c_escape(name)}"\n' for name, i in self.files.items())
+        out.extend(f'{i} "{escape(name)}"\n' for name, i in self.files.items())
         out.append("\nFunctionNames\n")
-        out.extend(f'{i} "{c_escape(name)}"\n' for name, i in self.functions.items())
+        out.extend(f'{i} "{escape(name)}"\n' for name, i in self.functions.items())
         out.append("\nFileLocations\n")
         for (file_id, func_id, line, column, end_line, end_column), i in self.locations.items():
             out.append(f"{i} {{file_name_id={file_id} function_name_id={func_id} line={line} "

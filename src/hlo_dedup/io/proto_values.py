@@ -16,7 +16,7 @@ import struct
 from typing import Any, Callable, Iterable
 
 from ..ir.shape import Layout, PrimitiveType, Shape, SplitConfig, Tile, UNBOUNDED_SIZE
-from ..text.escape import c_escape
+
 
 
 class UnsupportedProto(ValueError):
@@ -266,6 +266,33 @@ NARROW_FLOATS: dict[PrimitiveType, _MiniFloat] = {
 # ------------------------------------------------------------------------------------------
 # Strings
 
+
+def _escape_table() -> dict[int, str]:
+    """``str.translate`` table of absl ``CEscape`` for code points 0-255, each standing
+    for one byte of the UTF-8 text."""
+    special = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x22: '\\"', 0x27: "\\'", 0x5C: "\\\\"}
+    table = {}
+    for b in range(256):
+        if b in special:
+            table[b] = special[b]
+        elif not 0x20 <= b <= 0x7E:
+            table[b] = f"\\{b:03o}"
+    return table
+
+
+_ESCAPES = _escape_table()
+
+
+def escape(text: str) -> str:
+    """absl ``CEscape`` of the UTF-8 bytes of ``text`` (as :func:`hlo_dedup.text.escape.c_escape`),
+    with the byte loop done by ``str.translate``."""
+    if text.isascii():
+        if text.isprintable() and '"' not in text and "'" not in text and "\\" not in text:
+            return text
+        return text.translate(_ESCAPES)
+    return text.encode("utf-8", "surrogateescape").decode("latin-1").translate(_ESCAPES)
+
+
 _JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\[^\n])*"')
 _TRIVIA = re.compile(r"(?:[ \t\n\r]+|/\*.*?\*/|//[^\n\r]*)*", re.S)
 
@@ -302,7 +329,7 @@ def lexes_as_json_dict(text: str) -> bool:
 
 def raw_or_quoted(text: str) -> str:
     """A backend config or frontend attribute value: raw when it lexes as a JSON dict."""
-    return text if lexes_as_json_dict(text) else '"' + c_escape(text) + '"'
+    return text if lexes_as_json_dict(text) else '"' + escape(text) + '"'
 
 
 def frontend_attributes(proto: Any) -> str:
@@ -318,11 +345,11 @@ def op_metadata_parts(proto: Any) -> tuple[str, int, bool]:
     or scheduling_name set; ``source_line`` alone does not print)."""
     parts = []
     if proto.op_type:
-        parts.append(f'op_type="{c_escape(proto.op_type)}"')
+        parts.append(f'op_type="{escape(proto.op_type)}"')
     if proto.op_name:
-        parts.append(f'op_name="{c_escape(proto.op_name)}"')
+        parts.append(f'op_name="{escape(proto.op_name)}"')
     if proto.source_file:
-        parts.append(f'source_file="{c_escape(proto.source_file)}"')
+        parts.append(f'source_file="{escape(proto.source_file)}"')
     if proto.source_line:
         parts.append(f"source_line={proto.source_line}")
     if proto.source_end_line:
@@ -334,7 +361,7 @@ def op_metadata_parts(proto: Any) -> tuple[str, int, bool]:
     if proto.profile_type:
         parts.append("profile_type={" + ",".join(map(str, proto.profile_type)) + "}")
     if proto.deduplicated_name:
-        parts.append(f'deduplicated_name="{c_escape(proto.deduplicated_name)}"')
+        parts.append(f'deduplicated_name="{escape(proto.deduplicated_name)}"')
     if proto.scheduling_name:
         parts.append(f'scheduling_name="{proto.scheduling_name}"')
     prints = bool(proto.op_type or proto.op_name or proto.source_file or proto.scheduling_name)
