@@ -15,7 +15,7 @@ from .proto_sharding import replica_groups_text, sharding_text
 from .proto_values import PRIMITIVE_NUMBERS, InvalidProto, UnsupportedProto, escape, float_attribute, shape_index
 
 if TYPE_CHECKING:
-    from .proto_instruction import Computation
+    from .proto_instruction import Computation, Instructions
     from .proto_line import LinePrinter
 
 
@@ -23,40 +23,40 @@ class Site:
     """One instruction as the attribute printers see it: its view message (sub-messages
     as bytes), its computation, and the module's decoder and shape texts."""
 
-    __slots__ = ("comp", "i", "view", "printer")
+    __slots__ = ("table", "i", "view", "printer")
 
-    def __init__(self, comp: "Computation", i: int, printer: "LinePrinter") -> None:
-        self.comp = comp
+    def __init__(self, table: "Instructions", i: int, printer: "LinePrinter", view: Any = None) -> None:
+        self.table = table
         self.i = i
-        self.view = comp.views[i]
+        self.view = table.view(i) if view is None else view
         self.printer = printer
 
     @property
     def name(self) -> str:
-        return self.comp.names[self.i]
+        return self.table.names[self.i]
 
     @property
     def opcode(self) -> str:
-        return self.comp.opcodes[self.i]
+        return self.table.opcodes[self.i]
 
     @property
     def operand_count(self) -> int:
-        return len(self.comp.operands[self.i])
+        return len(self.table.operands[self.i])
 
     @property
     def called(self) -> list["Computation"]:
-        return self.comp.called.get(self.i, [])
+        return self.table.called.get(self.i, [])
 
     def decode(self, message: str, field: str) -> Any:
         return self.printer.decoder.decode(message, getattr(self.view, field))
 
     def shape(self) -> Any:
         """The instruction's ShapeProto."""
-        return self.printer.shapes.proto(self.comp.shapes[self.i])
+        return self.printer.shapes.proto(self.table.shapes[self.i])
 
     def operand_shape(self, k: int) -> Any:
-        comp = self.comp
-        return self.printer.shapes.proto(comp.shapes[comp.operands[self.i][k]])
+        table = self.table
+        return self.printer.shapes.proto(table.shapes[table.operands[self.i][k]])
 
     def shape_text(self, data: bytes) -> str:
         return self.printer.shapes.text(data)
@@ -64,6 +64,7 @@ class Site:
 
 Attributes = Callable[[Site], Iterator[str]]
 OPCODE_ATTRIBUTES: dict[str, Attributes] = {}
+QUIET_UNLESS: dict[str, tuple[str, ...]] = {}
 
 CALLS_TO_APPLY = frozenset(
     "call map reduce-window reduce all-reduce reduce-scatter all-reduce-start scatter sort scan".split()
@@ -106,10 +107,15 @@ def _enum(table: dict[int, str], value: int, field: str) -> str:
         raise UnsupportedProto(field, f"value {value}") from None
 
 
-def _register(*opcodes: str) -> Callable[[Attributes], Attributes]:
+def _register(*opcodes: str, quiet_unless: tuple[str, ...] = ()) -> Callable[[Attributes], Attributes]:
+    """Register the attribute printer of ``opcodes``; ``quiet_unless``: instruction
+    fields without which it prints nothing."""
+
     def wrap(fn: Attributes) -> Attributes:
         for opcode in opcodes:
             OPCODE_ATTRIBUTES[opcode] = fn
+            if quiet_unless:
+                QUIET_UNLESS[opcode] = quiet_unless
         return fn
 
     return wrap
@@ -222,7 +228,7 @@ def _collective(ins: Site, constrain_layout: bool = True) -> Iterator[str]:
 def _derived_shape(ins: Site, expected: str) -> None:
     """Send, recv and feeds get a shape built by XLA's constructor; we print the
     proto's and refuse when the two differ."""
-    if ins.shape_text(ins.comp.shapes[ins.i]) != expected:
+    if ins.shape_text(ins.table.shapes[ins.i]) != expected:
         raise UnsupportedProto("HloInstructionProto.shape", f"{ins.opcode} shape XLA would rebuild as {expected}")
 
 
@@ -251,7 +257,7 @@ def _fft(ins: Site) -> Iterator[str]:
 def _async_start(ins: Site) -> Iterator[str]:
     if len(ins.called) != 1:
         raise InvalidProto(f"async-start {ins.name} needs one called computation")
-    thread = ins.comp.async_threads.get(ins.i, "main")
+    thread = ins.table.async_threads.get(ins.i, "main")
     if thread != "main":
         yield f'async_execution_thread="{thread}"'
     yield from _output_to_operand_aliasing(ins)
@@ -278,7 +284,7 @@ def _default_comparison_type(element_type: int) -> str:
 @_register("compare")
 def _compare(ins: Site) -> Iterator[str]:
     view = ins.view
-    deprecated = ins.comp.directions.get(ins.i, "")
+    deprecated = ins.table.directions.get(ins.i, "")
     direction = deprecated or view.comparison_direction
     if direction not in _DIRECTIONS:
         raise InvalidProto(f"compare {ins.name} has direction {direction!r}")
@@ -314,15 +320,15 @@ def _cholesky(ins: Site) -> Iterator[str]:
 @_register("send", "recv", "send-done", "recv-done")
 def _send_recv(ins: Site) -> Iterator[str]:
     opcode = ins.opcode
-    comp, i = ins.comp, ins.i
-    ops = comp.operands[i]
+    table, i = ins.table, ins.i
+    ops = table.operands[i]
     if opcode == "send":
-        expected = f"({ins.shape_text(comp.shapes[ops[0]])}, u32[], token[])" if ops else ""
+        expected = f"({ins.shape_text(table.shapes[ops[0]])}, u32[], token[])" if ops else ""
     elif opcode == "recv":
-        elements = _element_shape_texts(ins, comp.shapes[i])
+        elements = _element_shape_texts(ins, table.shapes[i])
         expected = f"({elements[0]}, u32[], token[])" if elements else ""
     elif opcode == "recv-done":
-        elements = _element_shape_texts(ins, comp.shapes[ops[0]]) if ops else []
+        elements = _element_shape_texts(ins, table.shapes[ops[0]]) if ops else []
         expected = f"({elements[0]}, token[])" if elements else ""
     else:
         expected = "token[]"
@@ -399,7 +405,7 @@ def _map(ins: Site) -> Iterator[str]:
     yield "dimensions=" + _ints(range(len(ins.shape().dimensions)))
 
 
-@_register("reshape")
+@_register("reshape", quiet_unless=("dimensions",))
 def _reshape(ins: Site) -> Iterator[str]:
     dims = ins.view.dimensions
     if len(dims) and dims[0] != -1:
@@ -464,7 +470,7 @@ def _rng_state(ins: Site) -> Iterator[str]:
     yield f"delta={ins.view.delta}"
 
 
-@_register("parameter")
+@_register("parameter", quiet_unless=("parameter_replication",))
 def _parameter(ins: Site) -> Iterator[str]:
     if ins.view.parameter_replication:
         replicated = ins.decode("ParameterReplication", "parameter_replication").replicated_at_leaf_buffers

@@ -7,16 +7,18 @@ Two sets of classes are built at run time from a copy of the project schema
 * **values** (``OpMetadata``, ``ShapeProto``, ``OpSharding``, ...): ordinary messages;
 * **views** of ``HloModuleProto``, ``HloComputationProto`` and ``HloInstructionProto``
   whose message-typed fields are declared ``bytes`` (``optional``, so presence is
-  kept). Reading an instruction then costs a few C calls, and a sub-message is only
-  decoded (and its text cached) when its bytes were not seen before.
+  kept): a computation's instructions are their encodings, id lists (operands,
+  control predecessors, called computations) their packed bytes;
+* **columns**: ``HloInstructionColumns`` declares every instruction field
+  ``repeated``, so the concatenated encodings of all instructions decode in one call
+  into one list per field (:mod:`hlo_dedup.io.proto_columns`).
 
 A length-delimited field reads the same as a message or as bytes, and the
-``protobuf`` runtime files fields missing from a class as unknown fields. So
-:func:`check_view` drops those and compares the re-encoded size of the views with the
-input, and :func:`Decoder.decode` does the same for each sub-message it decodes:
-equal sizes prove no unsupported field is set. Only on a mismatch is the message
-decoded again with the full schema, to name the field (or to find that the
-difference was a harmless non-canonical encoding).
+``protobuf`` runtime files fields missing from a class as unknown fields: a message
+whose view or columns hold no unknown field sets no unsupported field.
+:func:`Decoder.decode` checks each sub-message it decodes the same way (only when
+the encoded tag of an unsupported field occurs in its bytes at all). Only on a
+mismatch is the message decoded again with the full schema, to name the field.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import functools
 from dataclasses import replace
 from typing import Any, Callable
 
-from .descriptors import TYPE_BYTES, TYPE_MESSAGE, FieldSpec, MessageClasses, MessageSpec, encode_file
+from .descriptors import TYPE_BYTES, TYPE_MESSAGE, TYPE_NUMBERS, FieldSpec, MessageClasses, MessageSpec, encode_file
 from .proto_values import UnsupportedProto
 
 # Fields per message that are printed exactly, or that XLA's printer never shows.
@@ -76,11 +78,13 @@ SUPPORTED: dict[str, frozenset[str]] = {
     ),
 }
 _VIEWS = ("HloModuleProto", "HloComputationProto", "HloInstructionProto")
-_VIEW_LINKS = {"computations": "HloComputationProtoView", "instructions": "HloInstructionProtoView"}
+_VIEW_LINKS = {"computations": ".xla.HloComputationProtoView"}
+_PACKED_IDS = frozenset(("operand_ids", "control_predecessor_ids", "called_computation_ids"))
 
 
 def _supported_file() -> bytes:
-    """The schema with unsupported fields removed, plus the three view messages."""
+    """The schema with unsupported fields removed, plus the views, the instruction
+    columns and ``PackedInt64s``."""
     from . import hlo_schema
 
     messages, enums = hlo_schema.specs()
@@ -91,21 +95,37 @@ def _supported_file() -> bytes:
         out.append(MessageSpec(msg.name, fields))
         if msg.name in _VIEWS:
             out.append(MessageSpec(msg.name + "View", [_view_field(f) for f in fields]))
+        if msg.name == "HloInstructionProto":
+            out.append(MessageSpec("HloInstructionColumns", [_column_field(f) for f in fields]))
+    out.append(MessageSpec("PackedInt64s", [FieldSpec("values", 1, TYPE_NUMBERS["int64"], repeated=True)]))
+    out.append(MessageSpec("HloInstructionViews", [FieldSpec("items", 1, TYPE_MESSAGE, ".xla.HloInstructionProtoView", repeated=True)]))
     return encode_file("hlo_dedup/hlo_schema_supported.proto", "xla", out, enums)
 
 
 def _view_field(f: FieldSpec) -> FieldSpec:
-    """A view's field: message-typed fields become (optional) bytes, except the links
-    from module to computations to instructions."""
+    """A view's field: message-typed fields become bytes (``optional`` when singular,
+    so presence is kept), id lists their packed bytes, a computation's instructions
+    their encodings; the module's computations are computation views."""
+    if f.name in _VIEW_LINKS:
+        return replace(f, type_name=_VIEW_LINKS[f.name])
+    if f.name in _PACKED_IDS:
+        return replace(f, type=TYPE_BYTES, repeated=False)
     if f.type != TYPE_MESSAGE:
         return f
-    if f.name in _VIEW_LINKS:
-        return replace(f, type_name=".xla." + _VIEW_LINKS[f.name])
     return replace(f, type=TYPE_BYTES, type_name="", optional=not f.repeated and not f.oneof)
 
 
+def _column_field(f: FieldSpec) -> FieldSpec:
+    """An instruction column: every field repeated, messages and id lists as bytes."""
+    as_bytes = f.type == TYPE_MESSAGE or f.name in _PACKED_IDS
+    return replace(
+        f, type=TYPE_BYTES if as_bytes else f.type, type_name="" if as_bytes else f.type_name,
+        repeated=True, oneof="", optional=False,
+    )  # fmt: skip
+
+
 @functools.lru_cache(maxsize=None)
-def _classes(supported_only: bool) -> MessageClasses:
+def message_classes(supported_only: bool) -> MessageClasses:
     """The value and view classes (supported schema), or the full schema's classes."""
     from . import hlo_schema
 
@@ -115,21 +135,14 @@ def _classes(supported_only: bool) -> MessageClasses:
     return MessageClasses(encode_file("hlo_dedup/hlo_schema_full.proto", "xla", messages, enums), "xla")
 
 
-def module_view_class() -> Any:
-    return _classes(True)["HloModuleProtoView"]
-
-
-def check_view(module: Any, data: bytes) -> None:
-    """Raise :class:`UnsupportedProto` if the module, a computation or an instruction
-    sets a field outside :data:`SUPPORTED` (sub-messages are checked as decoded)."""
-    module.DiscardUnknownFields()
-    if module.ByteSize() != len(data):
-        _name_unsupported("HloModuleProto", data)
+def first_unsupported(message: str, data: bytes) -> str | None:
+    """The first field outside :data:`SUPPORTED` that ``data`` (a ``message``) sets,
+    as ``Message.field``, or None."""
+    return _first_unsupported(message_classes(False)[message].FromString(data))
 
 
 def _name_unsupported(message: str, data: bytes) -> None:
-    full = _classes(False)[message].FromString(data)
-    path = _first_unsupported(full)
+    path = first_unsupported(message, data)
     if path is not None:
         raise UnsupportedProto(path)
 
@@ -194,7 +207,7 @@ class Decoder:
     """Decodes sub-message bytes with the value classes, checked and memoised."""
 
     def __init__(self) -> None:
-        self._classes = _classes(True)
+        self._classes = message_classes(True)
         self._cache: dict[tuple[str, bytes], Any] = {}
 
     def decode(self, message: str, data: bytes) -> Any:

@@ -1,21 +1,22 @@
-"""Computations and instructions of an ``HloModuleProto`` as XLA loads and prints them.
+"""Computations and instructions of an ``HloModuleProto`` as XLA loads them.
 
-:class:`Computation` keeps what ``HloComputation::CreateFromProto`` does (the
-instruction vector in local-id order, operands, users, parameters, root) as flat
-lists indexed by instruction, and computes XLA's instruction post order;
-:class:`LinePrinter` writes instruction lines as ``HloInstruction::
-PrintWithCanonicalNameMap`` does with the default options. Instructions are the
-view messages of :mod:`hlo_dedup.io.proto_fields`: sub-messages arrive as bytes and
-their texts are memoised on those bytes.
+:class:`Instructions` keeps what ``HloComputation::CreateFromProto`` does for every
+computation (the instruction vector in local-id order, operands, users, control
+predecessors, called computations, parameters, root) as one table of parallel lists
+over the module's instructions, read from the columns of
+:mod:`hlo_dedup.io.proto_columns`, and computes XLA's instruction post order;
+:class:`Computation` is one computation's range of that table.
 """
 
 from __future__ import annotations
 
 import re
-from itertools import chain
-from typing import Any
+from itertools import accumulate, chain, repeat
+from operator import lt
+from typing import Any, Sequence
 
 from ..ir.shape import PrimitiveType
+from .proto_columns import ModuleData, packed_int64s
 from .proto_values import InvalidProto, UnsupportedProto
 
 # HloOpcode strings (hlo_opcode.h), and which of them may call computations.
@@ -93,151 +94,301 @@ def local_id(proto_id: int) -> int:
 
 
 class Computation:
-    """A computation as ``HloComputation::CreateFromProto`` leaves it: parallel lists
-    over its instructions in local-id order."""
+    """One computation: its range of the module's instruction table, its root and
+    parameters (table indices), and what loading it sets (thread, fusion/async)."""
 
-    def __init__(self, proto: Any) -> None:
+    def __init__(self, proto: Any, position: int, start: int, stop: int) -> None:
         self.proto = proto
-        self.name = sanitized_name(proto.name)
+        self.id = proto.id
+        self.position = position  # in the proto's computation list
+        self.name = ""
         self.thread = proto.execution_thread or "main"
         self.is_fusion = proto.is_fusion_computation
         self.is_async = False
-        views = list(proto.instructions)
-        ids = [v.id for v in views]
-        plain = (
-            not ids
-            or ids[0] >= 0 and ids[0] >> 32 == ids[-1] >> 32 and ids[-1] & 0xFFFFFFFF < 1 << 31
-            and ids == sorted(set(ids))
-        )  # fmt: skip
-        if not plain:
-            lids = [local_id(i) for i in ids]
-            if len(set(lids)) != len(lids) or min(ids, default=0) < 0:
-                raise InvalidProto(f"computation {self.name} has negative or repeated instruction ids")
-            # preserve_instruction_ids: the instruction vector is ordered by local id.
-            order = sorted(range(len(views)), key=lids.__getitem__)
-            views = [views[k] for k in order]
-            ids = [ids[k] for k in order]
-            self.creation_rank = order  # index -> position in the proto
-        else:
-            self.creation_rank = range(len(views))
-        self.views = views
-        self.ids = ids
-        raw_names = [v.name for v in views]
-        if "" in raw_names:
-            raise InvalidProto(f"an instruction of {self.name} has no name")
-        self.names = sanitized_names(raw_names)
-        self.opcodes = [v.opcode for v in views]
+        self.start, self.stop = start, stop
+        self.root = -1
+        self.parameters: list[int] = []
+        self.single_instruction = False
+        self.calls: list[tuple[int, list[Computation]]] = []  # (instruction, callees) in index order
+        self._by_lid: dict[int, int] | None = None
+
+    def index(self, proto_id: int, ids: list[int]) -> int | None:
+        """The table index of the instruction ``proto_id`` names here (only its local part counts)."""
+        if self._by_lid is None:
+            self._by_lid = {local_id(ids[i]): i for i in range(self.start, self.stop)}
+        return self._by_lid.get(local_id(proto_id))
+
+
+class Instructions:
+    """Every instruction of the module as parallel lists (a table), computation after
+    computation in proto order and, within one, in local-id order (the instruction
+    vector ``HloComputation::CreateFromProto`` builds with ``preserve_instruction_ids``).
+
+    Loading checks what XLA's loader checks: operands and control predecessors are
+    instructions of the same computation defined earlier in the proto, and called
+    computations come earlier in the proto than their caller.
+    """
+
+    def __init__(self, data: ModuleData) -> None:
+        self.data = data
+        self.view = data.view
+        columns = data.columns
+        comps = self.computations = [
+            Computation(proto, k, start, stop) for k, (proto, (start, stop)) in enumerate(zip(data.computations, data.bounds))
+        ]
+        n = len(data.raw)
+        self.owner = list(chain.from_iterable(repeat(c.position, c.stop - c.start) for c in comps))
+        self.ids: list[int] = columns["id"]
+        self.position: Sequence[int] = range(n)  # table index -> index in the proto order
+        self.reordered: set[int] = set()  # computations whose proto order is not local-id order
+        self._by_id: dict[int, int] = {}  # id -> index, when ids are unique in the module
+        self._local_id_order()
+        if "" in columns["name"]:
+            raise InvalidProto("an instruction has no name")
+        self.names = sanitized_names(columns["name"])
+        for comp, name in zip(comps, sanitized_names([c.proto.name for c in comps])):
+            comp.name = name
+        self.opcodes: list[str] = list(columns["opcode"])
         self.directions: dict[int, str] = {}
         if not OPCODES.issuperset(self.opcodes):
-            for i, op in enumerate(self.opcodes):
-                if op not in OPCODES:
-                    direction = DEPRECATED_COMPARES.get(op)
-                    if direction is None:
-                        raise InvalidProto(f"unknown opcode {op!r} (instruction {self.names[i]})")
-                    self.opcodes[i] = "compare"
-                    self.directions[i] = direction
-        self.shapes = [v.shape for v in views]
-        self.metadata = [v.metadata for v in views]
-        root = self._index(proto.root_id) if views else None
-        if root is None:
-            raise InvalidProto(f"computation {self.name} has no root instruction {proto.root_id}")
-        self.root = root
-        params = [i for i, op in enumerate(self.opcodes) if op == "parameter"]
-        numbers = [views[i].parameter_number for i in params]
-        if sorted(numbers) != list(range(len(params))):
-            raise InvalidProto(f"computation {self.name} has parameter numbers {sorted(numbers)}")
-        self.parameters = [i for _, i in sorted(zip(numbers, params))]
-        # CanExpandIntoSingleInstruction: only the root and parameters.
-        self.single_instruction = len(views) == len(params) + (self.opcodes[root] != "parameter")
-        self.operands: list[list[int]] = []
-        self.users: list[int] = []
-        self.control: dict[int, list[int]] = {}
-        self.called: dict[int, list[Computation]] = {}
-        self.async_threads: dict[int, str] = {}
-
-    def _index(self, proto_id: int) -> int | None:
-        """The instruction a proto id names (only its local part counts)."""
-        by_lid = self.__dict__.get("_by_lid")
-        if by_lid is None:
-            by_lid = self._by_lid = {local_id(pid): i for i, pid in enumerate(self.ids)}
-        return by_lid.get(local_id(proto_id))
-
-    def link(self, computations: dict[int, "Computation"], with_control: bool, with_calls: bool) -> None:
-        """Resolve operand, control-predecessor and called-computation ids."""
-        get = {pid: i for i, pid in enumerate(self.ids)}.get
-        views = self.views
-        operands = self.operands = [list(map(get, v.operand_ids)) for v in views]
-        for i, ops in enumerate(operands):
-            if None in ops:
-                ops = operands[i] = [self._index(x) for x in views[i].operand_ids]  # type: ignore[misc]
-                if None in ops:
-                    raise InvalidProto(f"{self.names[i]} names an instruction that is not in {self.name}")
-        users = [0] * len(views)
-        for o in chain.from_iterable(operands):
+            self._deprecated_compares()
+        self.shapes: list[bytes] = columns["shape"]
+        self.metadata: list[bytes] = columns["metadata"]
+        self.operands = self._operands()
+        users = [0] * n
+        for o in chain.from_iterable(self.operands):
             users[o] += 1
         self.users = users
-        opcodes = self.opcodes
-        if with_calls:
-            for i, opcode in enumerate(opcodes):
-                if opcode in CALLING_OPCODES:
-                    self._link_calls(i, opcode, computations)
-                elif len(views[i].called_computation_ids):
-                    raise UnsupportedProto("HloInstructionProto.called_computation_ids", f"on {opcode}")
-        if with_control:
-            for i, view in enumerate(views):
-                preds = view.control_predecessor_ids
-                if len(preds):
-                    control = [self._index(x) for x in preds]
-                    if None in control:
-                        raise InvalidProto(f"{self.names[i]} names an instruction that is not in {self.name}")
-                    self.control[i] = control  # type: ignore[assignment]
+        self.control: dict[int, list[int]] = self._control()
+        self.called: dict[int, list[Computation]] = self._called()
+        self.async_threads: dict[int, str] = {}
+        self._roots_and_parameters()
 
-    def _link_calls(self, i: int, opcode: str, computations: dict[int, "Computation"]) -> None:
-        try:
-            called = [computations[c] for c in self.views[i].called_computation_ids]
-        except KeyError:
-            raise InvalidProto(f"{self.names[i]} calls a computation that does not exist") from None
-        if opcode == "fusion":
-            for comp in called:
-                comp.is_fusion = True
-        elif opcode == "async-start":
-            for comp in called:
-                comp.is_async = True
-        elif opcode in ("async-update", "async-done"):
-            called = []  # XLA reaches the wrapped computation through the async-start
-        if called:
-            self.called[i] = called
+    # -- loading ------------------------------------------------------------------------
 
-    def set_thread(self, thread: str) -> None:
-        """``SetThreadName``: this computation and everything it calls, async ops included."""
-        self.thread = thread
-        for i, called in self.called.items():
+    def _local_id_order(self) -> None:
+        """Reorder the computations whose proto lists instructions out of local-id order."""
+        ids = self.ids
+        if ids and min(ids) < 0:
+            raise InvalidProto("an instruction has a negative id")
+        descents = {k for k in range(1, len(ids)) if ids[k - 1] >= ids[k]}
+        position: list[int] | None = None
+        for comp in self.computations:
+            a, b = comp.start, comp.stop
+            if a == b:
+                continue
+            plain = ids[a] >> 32 == ids[b - 1] >> 32 and ids[b - 1] & 0xFFFFFFFF < 1 << 31
+            if plain and not (descents and not descents.isdisjoint(range(a + 1, b))):
+                continue
+            lids = [local_id(x) for x in ids[a:b]]
+            if len(set(lids)) != len(lids):
+                raise InvalidProto(f"computation {comp.proto.name} has repeated instruction ids")
+            order = sorted(range(b - a), key=lids.__getitem__)
+            self.data.permute(a, order)  # ids is one of the permuted columns
+            self.reordered.add(comp.position)
+            if position is None:
+                position = list(range(len(ids)))
+            position[a:b] = [a + k for k in order]
+        if position is not None:
+            self.position = position
+
+    def _deprecated_compares(self) -> None:
+        for i, op in enumerate(self.opcodes):
+            if op not in OPCODES:
+                direction = DEPRECATED_COMPARES.get(op)
+                if direction is None:
+                    raise InvalidProto(f"unknown opcode {op!r} (instruction {self.names[i]})")
+                self.opcodes[i] = "compare"
+                self.directions[i] = direction
+
+    def _operands(self) -> list[list[int]]:
+        """Operand ids to table indices; module-wide ids (XLA's usual) resolve in one map."""
+        ids, blobs = self.ids, self.data.columns["operand_ids"]
+        values, counts = packed_int64s(blobs)
+        by_id = dict(zip(ids, range(len(ids))))
+        if len(by_id) == len(ids):
+            self._by_id = by_id
+            flat = list(map(by_id.get, values))
+        else:
+            flat = [-1] * len(values)  # resolved below, by local id
+        ends = list(accumulate(counts))
+        operands = [flat[b - c : b] for b, c in zip(ends, counts)]
+        # Every operand an earlier instruction of the same computation (checked in C)?
+        owner, position = self.owner, self.position
+        users = list(chain.from_iterable(map(repeat, range(len(ids)), counts)))
+        if (
+            self._by_id
+            and None not in flat
+            and list(map(owner.__getitem__, flat)) == list(map(owner.__getitem__, users))  # type: ignore[arg-type]
+            and all(map(lt, map(position.__getitem__, flat), map(position.__getitem__, users)))  # type: ignore[arg-type]
+        ):
+            return operands  # type: ignore[return-value]
+        suspects = [
+            i for i, ops in enumerate(operands)
+            if ops and (None in ops or -1 in ops or any(owner[o] != owner[i] or position[o] >= position[i] for o in ops))  # type: ignore[index]
+        ]  # fmt: skip
+        for i in suspects:
+            operands[i] = self._earlier(i, blobs[i], "operand")
+        return operands  # type: ignore[return-value]
+
+    def _earlier(self, i: int, proto_ids: bytes, what: str) -> list[int]:
+        """Resolve ids the way XLA's loader does: by local id, among the instructions of
+        ``i``'s computation that come before ``i`` in the proto."""
+        comp = self.computations[self.owner[i]]
+        position = self.position
+        out = []
+        for x in packed_int64s([proto_ids])[0]:
+            k = comp.index(x, self.ids)
+            if k is None or position[k] >= position[i]:
+                raise InvalidProto(f"{self.names[i]} names {what} id {x}, which is not an earlier instruction of {comp.name}")
+            out.append(k)
+        return out
+
+    def _control(self) -> dict[int, list[int]]:
+        blobs = self.data.columns["control_predecessor_ids"]
+        if not any(blobs):
+            return {}
+        return {i: self._earlier(i, blob, "control predecessor") for i, blob in enumerate(blobs) if blob}
+
+    def _called(self) -> dict[int, list[Computation]]:
+        opcodes, comps = self.opcodes, self.computations
+        blobs = self.data.columns["called_computation_ids"]
+        if not any(blobs):
+            return {}
+        callers = [i for i, blob in enumerate(blobs) if blob]
+        for i in callers:
+            if opcodes[i] not in CALLING_OPCODES:
+                raise UnsupportedProto("HloInstructionProto.called_computation_ids", f"on {opcodes[i]}")
+        values, counts = packed_int64s([blobs[i] for i in callers])
+        ends = list(accumulate(counts))
+        ids = [values[b - c : b] for b, c in zip(ends, counts)]
+        get = {c.id: c for c in comps}.get  # XLA looks a callee up by the local part of its id
+        called: dict[int, list[Computation]] = {}
+        for i, callee_ids in zip(callers, ids):
+            callees = [get(local_id(c)) for c in callee_ids]
+            caller = self.owner[i]
+            if None in callees or max([c.position for c in callees], default=-1) >= caller:  # type: ignore[union-attr]
+                raise InvalidProto(f"{self.names[i]} calls a computation that is not defined before its caller")
+            opcode = opcodes[i]
+            if opcode == "fusion":
+                for comp in callees:
+                    comp.is_fusion = True  # type: ignore[union-attr]
+            elif opcode == "async-start":
+                for comp in callees:
+                    comp.is_async = True  # type: ignore[union-attr]
+            elif opcode in ("async-update", "async-done"):
+                continue  # XLA reaches the wrapped computation through the async-start
+            if callees:
+                called[i] = callees  # type: ignore[assignment]
+                comps[caller].calls.append((i, called[i]))  # type: ignore[arg-type]
+        return called
+
+    def _roots_and_parameters(self) -> None:
+        comps, opcodes = self.computations, self.opcodes
+        params = self.parameters = [i for i, op in enumerate(opcodes) if op == "parameter"]
+        numbered: list[list[tuple[int, int]]] = [[] for _ in comps]
+        owner, param_numbers = self.owner, self.data.columns["parameter_number"]
+        for i in params:
+            numbered[owner[i]].append((param_numbers[i], i))
+        by_id = self._by_id
+        for comp, numbers in zip(comps, numbered):
+            root = by_id.get(comp.proto.root_id, -1)
+            if not comp.start <= root < comp.stop:
+                root = comp.index(comp.proto.root_id, self.ids) if comp.stop > comp.start else None
+            if root is None:
+                raise InvalidProto(f"computation {comp.name} has no root instruction {comp.proto.root_id}")
+            comp.root = root
+            numbers.sort()
+            if [n for n, _ in numbers] != list(range(len(numbers))):
+                raise InvalidProto(f"computation {comp.name} has parameter numbers {[n for n, _ in numbers]}")
+            comp.parameters = [i for _, i in numbers]
+            # CanExpandIntoSingleInstruction: only the root and parameters.
+            comp.single_instruction = comp.stop - comp.start == len(numbers) + (opcodes[root] != "parameter")
+
+    # -- threads ------------------------------------------------------------------------
+
+    def set_thread(self, comp: Computation, thread: str) -> None:
+        """``SetThreadName``: ``comp`` and everything it calls, async ops included."""
+        comp.thread = thread
+        for i, called in comp.calls:
             opcode = self.opcodes[i]
             if opcode == "async-start":
                 self.set_async_thread(i, thread)
             elif opcode not in ASYNC_OPCODES:
-                for comp in called:
-                    comp.set_thread(thread)
+                for callee in called:
+                    self.set_thread(callee, thread)
 
     def set_async_thread(self, i: int, thread: str) -> None:
         """``HloAsyncStartInstruction::set_async_execution_thread``."""
         self.async_threads[i] = thread
-        for comp in self.called.get(i, ()):
-            comp.set_thread(thread)
+        for callee in self.called.get(i, ()):
+            self.set_thread(callee, thread)
 
-    def embedded_computations(self) -> list["Computation"]:
+    # -- orders -------------------------------------------------------------------------
+
+    def post_order(self, channel_dependencies: bool) -> list[int]:
+        """``ForEachInstructionPostOrder`` of every computation, one after the other:
+        a DFS from each unused instruction in index order, operands first to last,
+        control predecessors, and (for collectives sharing a channel) the earlier
+        collectives of that channel in the same computation. A computation's order is
+        the slice ``[start, stop)`` of the result."""
+        operands, control = self.operands, self.control
+        deps = self._channel_dependencies() if channel_dependencies else {}
+        entered = bytearray(len(operands))
+        out: list[int] = []
+        append = out.append
+        for start, used in enumerate(self.users):
+            if used or entered[start]:
+                continue
+            stack = [start]
+            pop, push, extend = stack.pop, stack.append, stack.extend
+            while stack:
+                current = pop()
+                if current < 0:  # ~i: every operand of i is out
+                    append(~current)
+                    continue
+                if entered[current]:
+                    continue
+                entered[current] = 1
+                push(~current)
+                # Pushed in reverse of the visiting order: control predecessors,
+                # operands first to last, then the channel's earlier collectives.
+                if deps and current != start and current in deps:
+                    extend(deps[current])
+                extend(reversed(operands[current]))
+                if control and current in control:
+                    extend(control[current])
+        return out
+
+    def _channel_dependencies(self) -> dict[int, list[int]]:
+        groups: dict[tuple[int, int], list[int]] = {}
+        deps: dict[int, list[int]] = {}
+        for i, opcode in enumerate(self.opcodes):
+            if opcode in _CHANNEL_COLLECTIVES:
+                view = self.view(i)
+                channel = view.channel_id
+                if opcode in ("all-reduce", "reduce-scatter") and view.all_reduce_id > 0:
+                    channel = view.all_reduce_id
+                if channel > 0:
+                    group = groups.setdefault((self.owner[i], channel), [])
+                    if group:
+                        deps[i] = list(group)
+                    group.append(i)
+        return deps
+
+    def embedded_computations(self, comp: Computation) -> list[Computation]:
         """``MakeEmbeddedComputationsList``: callees in DFS post order."""
         visited: set[int] = set()
         post: list[Computation] = []
         stack: list[list[Any]] = []
 
         def push(called: list[Computation]) -> None:
-            for comp in reversed(called):
-                if id(comp) not in visited:
-                    visited.add(id(comp))
-                    stack.append([comp, iter(sorted(comp.called.items()))])
+            for callee in reversed(called):
+                if callee.position not in visited:
+                    visited.add(callee.position)
+                    stack.append([callee, iter(callee.calls)])
 
-        for _, called in sorted(self.called.items()):
+        for _, called in comp.calls:
             push(called)
             while stack:
                 top = stack[-1]
@@ -249,59 +400,7 @@ class Computation:
                     push(nxt[1])
         return post
 
-    def post_order(self, channel_dependencies: bool) -> list[int]:
-        """``ForEachInstructionPostOrder``: a DFS from each unused instruction in id
-        order, operands first to last, control predecessors, and (for collectives
-        sharing a channel) the earlier collectives of that channel."""
-        n = len(self.views)
-        operands = self.operands
-        control = self.control
-        deps: dict[int, list[int]] = {}
-        if channel_dependencies:
-            groups: dict[int, list[int]] = {}
-            for i, opcode in enumerate(self.opcodes):
-                if opcode in _CHANNEL_COLLECTIVES:
-                    view = self.views[i]
-                    channel = view.channel_id
-                    if opcode in ("all-reduce", "reduce-scatter") and view.all_reduce_id > 0:
-                        channel = view.all_reduce_id
-                    if channel > 0:
-                        group = groups.setdefault(channel, [])
-                        if group:
-                            deps[i] = list(group)
-                        group.append(i)
-        state = [0] * n  # 1 visiting, 2 visited
-        out: list[int] = []
-        append = out.append
-        for start, used in enumerate(self.users):
-            if used or state[start] == 2:
-                continue
-            stack = [start]
-            while stack:
-                current = stack[-1]
-                s = state[current]
-                if s:
-                    stack.pop()
-                    if s == 1:
-                        state[current] = 2
-                        append(current)
-                    continue
-                state[current] = 1
-                if deps and current != start and current in deps:
-                    stack.extend(d for d in deps[current] if state[d] != 2)
-                ops = operands[current]
-                if len(ops) == 1:
-                    if state[ops[0]] != 2:
-                        stack.append(ops[0])
-                else:
-                    stack.extend(o for o in reversed(ops) if state[o] != 2)
-                if control and current in control:
-                    stack.extend(p for p in control[current] if state[p] != 2)
-        if len(out) != n:
-            raise InvalidProto(f"computation {self.name} has a cycle")
-        return out
-
-    def async_root(self, i: int) -> tuple["Computation", int] | None:
+    def async_root(self, i: int) -> int | None:
         """The wrapped instruction a sugared async op prints as (``syntax_sugar_async_ops``
         is on in the default options), when its computation is that instruction plus
         parameters; None otherwise."""
@@ -315,7 +414,7 @@ class Computation:
         if len(called) != 1:
             raise InvalidProto(f"async-start {self.names[start]} needs one called computation")
         comp = called[0]
-        return (comp, comp.root) if comp.single_instruction else None
+        return comp.root if comp.single_instruction else None
 
 
-__all__ = ["Computation", "local_id", "sanitized_name"]
+__all__ = ["Computation", "Instructions", "local_id", "sanitized_name"]

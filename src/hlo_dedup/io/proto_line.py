@@ -9,11 +9,11 @@ lookups and one string join.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
-from .proto_attributes import ACCURACY_OPCODES, CALLS_TO_APPLY, OPCODE_ATTRIBUTES, Site, result_accuracy_text
+from .proto_attributes import ACCURACY_OPCODES, CALLS_TO_APPLY, OPCODE_ATTRIBUTES, QUIET_UNLESS, Site, result_accuracy_text
 from .proto_fields import Decoder
-from .proto_instruction import ASYNC_OPCODES, Computation
+from .proto_instruction import ASYNC_OPCODES, Computation, Instructions
 from .proto_literal import literal_text
 from .proto_sharding import sharding_text
 from .proto_values import (
@@ -27,33 +27,19 @@ from .proto_values import (
 )
 
 
-def field_tag(field: int, wire_type: int = 2) -> bytes:
-    """The encoded tag of a field (wire type 2: length-delimited or packed)."""
-    value = field << 3 | wire_type
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 class LinePrinter:
-    """Prints the instruction lines of one module's computations."""
+    """Prints the instruction lines of one module."""
 
-    def __init__(self, data: bytes, decoder: Decoder, shapes: ShapeText) -> None:
+    def __init__(self, decoder: Decoder, shapes: ShapeText) -> None:
         self.decoder = decoder
         self.shapes = shapes
-        # A field whose tag never occurs in the module is set on no instruction.
-        self.sharding = field_tag(40) in data
-        self.frontend = field_tag(68) in data
-        self.config = field_tag(43) in data
-        self.statistics = field_tag(82) in data
-        self.original = field_tag(88) in data
-        self.accuracy = field_tag(91) in data
         self.metadata: dict[bytes, tuple[str, int, bool]] = {}
         self._frontend_text = decoder.memo(lambda b: frontend_attributes(decoder.decode("FrontendAttributes", b)))
         self._config_text = decoder.memo(lambda b: raw_or_quoted(b.decode("utf-8", "surrogateescape")))
+        self._shardings: list[bytes | None] = []
+        self._frontend: list[bytes] = []
+        self._statistics: list[bytes] = []
+        self._accuracy = False
 
     def metadata_of(self, data: bytes) -> tuple[str, int, bool]:
         """(text without the stack frame, stack frame id, whether anything else prints)."""
@@ -62,72 +48,74 @@ class LinePrinter:
             parts = self.metadata[data] = op_metadata_parts(self.decoder.decode("OpMetadata", data))
         return parts
 
-    def lines(self, comp: Computation, order: list[int], frames: Callable[[int], int]) -> list[str]:
-        """The lines of ``comp``'s instructions in ``order`` (without indentation).
+    def lines(self, table: Instructions, frames: Callable[[int], int]) -> list[str]:
+        """The line of every instruction of the table (without indentation or ``ROOT``).
 
         Built column by column (heads, operands, attributes, metadata, configs), each
         column a comprehension over all instructions or a loop over the few that need it.
         """
-        names = comp.names
-        opcodes = comp.opcodes
-        views = comp.views
+        columns = table.data.columns
+        names = table.names
+        opcodes = table.opcodes
         shape_text = self.shapes.text
         refs = ["%" + n for n in names]
-        heads = [f"%{n} = {shape_text(s)} {o}(" for n, s, o in zip(names, comp.shapes, opcodes)]
+        heads = [f"%{n} = {shape_text(s)} {o}(" for n, s, o in zip(names, table.shapes, opcodes)]
         args = [
             ", ".join([refs[o] for o in ops]) if len(ops) <= 5 else _long_operand_list(refs, ops)
-            for ops in comp.operands
+            for ops in table.operands
         ]
         n = len(names)
         tails = [")"] * n
-        for i in comp.parameters:
-            args[i] = str(views[i].parameter_number)
+        numbers = columns["parameter_number"]
+        for i in table.parameters:
+            args[i] = str(numbers[i])
+        # The attributes any instruction may have, and which instructions have them.
+        self._shardings = shardings = columns["sharding"]
+        self._frontend = frontend = columns["frontend_attributes"]
+        self._statistics = statistics = columns["statistics_viz"]
+        counts = table.data.counts
+        self._accuracy = counts["result_accuracy"] > 0
+        special = _SPECIAL_OPCODES.difference(
+            op for op, fields in QUIET_UNLESS.items() if not any(counts[f] for f in fields)
+        )
+        rows = {i for i, opcode in enumerate(opcodes) if opcode in special}
+        rows.update(table.called, table.control)
+        if shardings.count(None) != n:
+            rows.update(i for i, s in enumerate(shardings) if s is not None)
+        if any(frontend):
+            rows.update(i for i, f in enumerate(frontend) if f)
+        if any(statistics):
+            rows.update(i for i, f in enumerate(statistics) if f)
+        if self._accuracy:
+            rows.update(i for i, opcode in enumerate(opcodes) if opcode in ACCURACY_OPCODES)
         attributes = OPCODE_ATTRIBUTES
-        called = comp.called
-        control = comp.control
-        sharding, frontend, statistics = self.sharding, self.frontend, self.statistics
-        accuracy = self.accuracy
-        any_optional = sharding or frontend or statistics or accuracy or control
-        for i, opcode in enumerate(opcodes):
-            if opcode in attributes or opcode in ASYNC_OPCODES or opcode == "constant" or i in called:
-                pass
-            elif not any_optional:
-                continue
-            else:
-                view = views[i]
-                if not (
-                    (sharding and view.HasField("sharding"))
-                    or (frontend and view.frontend_attributes)
-                    or i in control
-                    or (statistics and view.statistics_viz)
-                    or (accuracy and opcode in ACCURACY_OPCODES and view.HasField("result_accuracy"))
-                ):
-                    continue
+        called = table.called
+        rows_in_order = sorted(rows)
+        for i, view in zip(rows_in_order, table.data.views(rows_in_order)):
+            opcode = opcodes[i]
             parts = [")"]
             if opcode == "constant":
-                view = views[i]
                 args[i] = (
                     literal_text(self.decoder.decode("LiteralProto", view.literal)) if view.HasField("literal") else "{...}"
                 )
             if opcode in ASYNC_OPCODES:
-                heads[i] = self._async_head(comp, i, heads[i], parts)
+                heads[i] = self._async_head(table, i, heads[i], parts)
             else:
                 extra = attributes.get(opcode)
                 if extra is not None:
-                    parts.extend([", " + a for a in extra(Site(comp, i, self))])
+                    parts.extend([", " + a for a in extra(Site(table, i, self, view))])
                 if i in called:
-                    parts.append(_called_text(comp, i, called[i]))
-                if any_optional:
-                    self._common_attributes(comp, i, parts)
+                    parts.append(_called_text(table, i, called[i]))
+                self._common_attributes(table, i, parts, view)
             tails[i] = "".join(parts)
-        if self.original:
-            for i, view in enumerate(views):
-                if view.HasField("original_value"):
-                    value = self.decoder.decode("OriginalValueProto", view.original_value)
-                    tails[i] += ", origin={" + original_value(value) + "}"
+        originals = columns["original_value"]
+        if originals.count(None) != n:
+            for i, value in enumerate(originals):
+                if value is not None:
+                    tails[i] += ", origin={" + original_value(self.decoder.decode("OriginalValueProto", value)) + "}"
         cache = self.metadata
         metadata_of = self.metadata_of
-        for i, data in enumerate(comp.metadata):
+        for i, data in enumerate(table.metadata):
             if data:
                 text, frame, prints = cache.get(data) or metadata_of(data)
                 if frame:
@@ -137,65 +125,69 @@ class LinePrinter:
                         prints = True
                 if prints:
                     tails[i] += ", metadata={" + text + "}"
-        if self.config:
+        configs = columns["backend_config"]
+        if any(configs):
             config_text = self._config_text
-            for i, view in enumerate(views):
-                raw = view.backend_config
+            for i, raw in enumerate(configs):
                 if raw:
                     tails[i] += ", backend_config=" + config_text(raw)
-        return [heads[i] + args[i] + tails[i] for i in order]
+        return [h + a + t for h, a, t in zip(heads, args, tails)]
 
-    def _async_head(self, comp: Computation, i: int, head: str, parts: list[str]) -> str:
+    def _async_head(self, table: Instructions, i: int, head: str, parts: list[str]) -> str:
         """An async op's head and attributes; sugared as ``<wrapped>-start/-update/-done``
         when its wrapped computation is one instruction (``syntax_sugar_async_ops``, on by
         default)."""
-        opcode = comp.opcodes[i]
-        wrapped = comp.async_root(i)
-        if wrapped is None:
-            self._extra_attributes(comp, i, parts)
+        opcode = table.opcodes[i]
+        root = table.async_root(i)
+        if root is None:
+            self._extra_attributes(table, i, parts)
             return head
-        inner, root = wrapped
-        if len(comp.views[i].output_operand_aliasing):
+        if len(table.view(i).output_operand_aliasing):
             raise UnsupportedProto("HloInstructionProto.output_operand_aliasing", "on a sugared async op")
-        shape = self.shapes.text(comp.shapes[i])
+        shape = self.shapes.text(table.shapes[i])
         if opcode == "async-start":
-            thread = comp.async_threads.get(i, "main")
+            thread = table.async_threads.get(i, "main")
             if thread != "main":
                 parts.append(f', async_execution_thread="{thread}"')
-            self._extra_attributes(inner, root, parts)
-        self._common_attributes(comp, i, parts)
-        return f"%{comp.names[i]} = {shape} {inner.opcodes[root]}{opcode[5:]}("
+            self._extra_attributes(table, root, parts)
+        self._common_attributes(table, i, parts)
+        return f"%{table.names[i]} = {shape} {table.opcodes[root]}{opcode[5:]}("
 
-    def _extra_attributes(self, comp: Computation, i: int, parts: list[str]) -> None:
+    def _extra_attributes(self, table: Instructions, i: int, parts: list[str]) -> None:
         """``PrintExtraAttributes``: opcode attributes, called computations, then the
         attributes every instruction may have."""
-        extra = OPCODE_ATTRIBUTES.get(comp.opcodes[i])
+        extra = OPCODE_ATTRIBUTES.get(table.opcodes[i])
         if extra is not None:
-            parts.extend([", " + a for a in extra(Site(comp, i, self))])
-        called = comp.called.get(i)
+            parts.extend([", " + a for a in extra(Site(table, i, self))])
+        called = table.called.get(i)
         if called is not None:
-            parts.append(_called_text(comp, i, called))
-        self._common_attributes(comp, i, parts)
+            parts.append(_called_text(table, i, called))
+        self._common_attributes(table, i, parts)
 
-    def _common_attributes(self, comp: Computation, i: int, parts: list[str]) -> None:
-        view = comp.views[i]
-        if self.sharding and view.HasField("sharding"):
-            sharding = self.decoder.decode("OpSharding", view.sharding)
-            parts.append(", sharding=" + sharding_text(sharding, self.shapes.shape(comp.shapes[i])))
-        if self.frontend and view.frontend_attributes:
-            text = self._frontend_text(view.frontend_attributes)
+    def _common_attributes(self, table: Instructions, i: int, parts: list[str], view: Any = None) -> None:
+        sharding = self._shardings[i]
+        if sharding is not None:
+            proto = self.decoder.decode("OpSharding", sharding)
+            parts.append(", sharding=" + sharding_text(proto, self.shapes.shape(table.shapes[i])))
+        frontend = self._frontend[i]
+        if frontend:
+            text = self._frontend_text(frontend)
             if text != "{}":
                 parts.append(", frontend_attributes=" + text)
-        control = comp.control.get(i)
+        control = table.control.get(i)
         if control:
-            parts.append(", control-predecessors={" + ", ".join("%" + comp.names[p] for p in control) + "}")
-        if self.statistics and view.statistics_viz:
-            if len(self.decoder.decode("StatisticsViz", view.statistics_viz).statistics):
-                raise UnsupportedProto("HloInstructionProto.statistics_viz")
-        if self.accuracy:
-            accuracy = result_accuracy_text(Site(comp, i, self))
+            parts.append(", control-predecessors={" + ", ".join("%" + table.names[p] for p in control) + "}")
+        statistics = self._statistics[i]
+        if statistics and len(self.decoder.decode("StatisticsViz", statistics).statistics):
+            raise UnsupportedProto("HloInstructionProto.statistics_viz")
+        if self._accuracy:
+            accuracy = result_accuracy_text(Site(table, i, self, view))
             if accuracy:
                 parts.append(", result_accuracy=" + accuracy)
+
+
+# Opcodes whose lines always have more than the common parts.
+_SPECIAL_OPCODES = frozenset(OPCODE_ATTRIBUTES) | ASYNC_OPCODES | {"constant"}
 
 
 def _long_operand_list(refs: list[str], ops: list[int]) -> str:
@@ -206,10 +198,10 @@ def _long_operand_list(refs: list[str], ops: list[int]) -> str:
     return "".join(parts)
 
 
-def _called_text(comp: Computation, i: int, called: list[Computation]) -> str:
+def _called_text(table: Instructions, i: int, called: list[Computation]) -> str:
     """The called-computation attributes of ``PrintExtraAttributes`` (name-only mode)."""
-    opcode = comp.opcodes[i]
-    name = comp.names[i]
+    opcode = table.opcodes[i]
+    name = table.names[i]
     if opcode == "while":
         if len(called) != 2:
             raise InvalidProto(f"while {name} needs 2 called computations")
@@ -222,7 +214,7 @@ def _called_text(comp: Computation, i: int, called: list[Computation]) -> str:
         return ""  # printed with the opcode attributes: it needs the predicate's type
     if opcode in CALLS_TO_APPLY:
         text = f", to_apply=%{called[0].name}"
-        if opcode == "call" and comp.views[i].is_composite:
+        if opcode == "call" and table.view(i).is_composite:
             text += ", is_composite=true"
         return text
     if opcode == "custom-call":

@@ -20,8 +20,9 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from .proto_fields import Decoder, check_view, module_view_class
-from .proto_instruction import Computation, sanitized_name
+from .proto_columns import ModuleData
+from .proto_fields import Decoder
+from .proto_instruction import Computation, Instructions, sanitized_name
 from .proto_line import LinePrinter
 from .proto_values import InvalidProto, ShapeText, UnsupportedProto, escape, frontend_attributes, shape_index
 
@@ -39,32 +40,24 @@ def module_to_text(data: bytes) -> str:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        module = module_view_class().FromString(data)
-        check_view(module, data)
-        return _ModulePrinter(module, data).text()
+        return _ModulePrinter(ModuleData(data)).text()
     finally:
         if enabled:
             gc.enable()
 
 
 class _ModulePrinter:
-    def __init__(self, module: Any, data: bytes) -> None:
-        self.module = module
+    def __init__(self, data: ModuleData) -> None:
+        self.module = module = data.module
         self.decoder = Decoder()
         self.shapes = ShapeText(self.decoder.decode)
-        self.lines = LinePrinter(data, self.decoder, self.shapes)
+        self.lines = LinePrinter(self.decoder, self.shapes)
         by_id: dict[int, Computation] = {}
-        self.creation_order: list[Computation] = []
-        for proto in module.computations:
-            if proto.id in by_id:
-                raise InvalidProto(f"computation id {proto.id} is used twice")
-            comp = Computation(proto)
-            by_id[proto.id] = comp
-            self.creation_order.append(comp)
-        with_control = _has_tag(data, 37)
-        with_calls = _has_tag(data, 38)
-        for comp in self.creation_order:
-            comp.link(by_id, with_control, with_calls)
+        table = self.table = Instructions(data)
+        for comp in table.computations:
+            if comp.id in by_id:
+                raise InvalidProto(f"computation id {comp.id} is used twice")
+            by_id[comp.id] = comp
         self.computations = [by_id[i] for i in sorted(by_id)]  # HloModule sorts by proto id
         entry = by_id.get(module.entry_computation_id)
         if entry is None:
@@ -82,53 +75,55 @@ class _ModulePrinter:
         names = [c.name for c in self.computations]
         if len(set(names)) != len(names):
             raise InvalidProto("computation names are not unique")
-        count = sum(len(c.names) for c in self.computations)
-        if len({n for c in self.computations for n in c.names}) != count:
+        if len(set(self.table.names)) != len(self.table.names):
             raise InvalidProto("instruction names are not unique in the module")
 
     def _apply_async_threads(self) -> None:
         """``HloAsyncStartInstruction::set_async_execution_thread``, run as each
         async-start is created: its wrapped computations take its thread."""
-        for comp in self.creation_order:
-            starts = [i for i in comp.called if comp.opcodes[i] == "async-start"]
-            for i in sorted(starts, key=comp.creation_rank.__getitem__):
-                comp.set_async_thread(i, comp.views[i].async_execution_thread or "main")
+        table = self.table
+        starts = [i for i in table.called if table.opcodes[i] == "async-start"]
+        for i in sorted(starts, key=table.position.__getitem__):  # proto order
+            table.set_async_thread(i, table.view(i).async_execution_thread or "main")
 
     def _schedule(self, by_id: dict[int, Computation]) -> dict[int, list[int]]:
         module = self.module
         if not module.HasField("schedule"):
             return {}
         schedule = self.decoder.decode("HloScheduleProto", module.schedule)
+        ids = self.table.ids
         sequences: dict[int, list[int]] = {}
         for entry in schedule.sequences:
             comp = by_id.get(entry.key)
             if comp is None:
                 raise InvalidProto(f"the schedule names computation id {entry.key}, which does not exist")
-            order = [comp._index(x) for x in entry.value.instruction_ids]
-            if None in order or sorted(order) != list(range(len(comp.ids))):  # type: ignore[type-var]
+            order = [comp.index(x, ids) for x in entry.value.instruction_ids]
+            if None in order or sorted(order) != list(range(comp.start, comp.stop)):  # type: ignore[type-var]
                 raise InvalidProto(f"the schedule of {comp.name} does not list each instruction once")
             sequences[entry.key] = order  # type: ignore[assignment]
         for comp in self.computations:
-            if comp.proto.id not in sequences and not comp.is_fusion:
+            if comp.id not in sequences and not comp.is_fusion:
                 raise InvalidProto(f"computation {comp.name} is not scheduled")
         return sequences
 
     # -- printing -----------------------------------------------------------------------
 
     def text(self) -> str:
-        channel_dependencies = not self._single_partition_device_assignment()
+        table = self.table
         frames = _StackFrames(self.module, self.decoder)
-        for comp in self.creation_order:
-            frames.collect(comp, self.lines)
+        frames.collect(table.metadata, self.lines)
+        lines = self.lines.lines(table, frames.remap)
         parts = [self._header(), frames.text(), "\n\n"]
-        remap = frames.remap
+        post_order: list[int] | None = None
         for comp in self._computation_order():
             if comp.is_async and comp.single_instruction:
                 continue  # printed through its sugared async-start
-            order = self.schedule.get(comp.proto.id)
+            order = self.schedule.get(comp.id)
             if order is None:
-                order = comp.post_order(channel_dependencies)
-            parts.append(self._computation_text(comp, order, remap))
+                if post_order is None:
+                    post_order = table.post_order(not self._single_partition_device_assignment())
+                order = post_order[comp.start : comp.stop]
+            parts.append(self._computation_text(comp, order, lines))
             parts.append("\n\n")
         return "".join(parts)
 
@@ -142,17 +137,17 @@ class _ModulePrinter:
 
     def _computation_order(self) -> list[Computation]:
         """``MakeComputationPostOrder(dfs_postorder=true)``."""
-        called = {id(c) for comp in self.computations for cs in comp.called.values() for c in cs}
+        called = {c.position for cs in self.table.called.values() for c in cs}
         added: set[int] = set()
         order: list[Computation] = []
         for comp in self.computations:
-            if id(comp) in called:
+            if comp.position in called:
                 continue
-            for embedded in comp.embedded_computations():
-                if id(embedded) not in added:
-                    added.add(id(embedded))
+            for embedded in self.table.embedded_computations(comp):
+                if embedded.position not in added:
+                    added.add(embedded.position)
                     order.append(embedded)
-            added.add(id(comp))
+            added.add(comp.position)
             order.append(comp)
         if len(order) != len(self.computations):
             raise InvalidProto("some computations are only reachable through a cycle of calls")
@@ -193,7 +188,7 @@ class _ModulePrinter:
         if not self.module.HasField("input_output_alias"):
             return ""
         aliasing = self.decoder.decode("HloInputOutputAliasProto", self.module.input_output_alias)
-        root = self.shapes.proto(self.entry.shapes[self.entry.root])
+        root = self.shapes.proto(self.table.shapes[self.entry.root])
         entries = []
         seen = set()
         for e in aliasing.entries:
@@ -216,32 +211,16 @@ class _ModulePrinter:
         donors = sorted({(e.parameter_number, tuple(e.parameter_shape_index)) for e in donor.entries})
         return ", ".join(f"({p}, {shape_index(i)})" for p, i in donors)
 
-    def _computation_text(self, comp: Computation, order: list[int], remap: Any) -> str:
-        shapes = self.shapes
-        params = ", ".join(f"{comp.names[p]}: {shapes.text_without_layout(comp.shapes[p])}" for p in comp.parameters)
-        result = shapes.text_without_layout(comp.shapes[comp.root])
-        head = ("ENTRY %" if comp is self.entry else "%") + f"{comp.name} ({params}) -> {result} {{\n"
-        lines = self.lines.lines(comp, order, remap)
+    def _computation_text(self, comp: Computation, order: list[int], lines: list[str]) -> str:
+        shapes, names, text_without_layout = self.table.shapes, self.table.names, self.shapes.text_without_layout
+        params = ", ".join([f"{names[p]}: {text_without_layout(shapes[p])}" for p in comp.parameters])
+        result = text_without_layout(shapes[comp.root])
+        head = ("ENTRY %" if comp is self.entry else "%") + f"{comp.name} ({params}) -> {result} {{\n  "
+        body = [lines[i] for i in order]
         root = order.index(comp.root)
-        lines[root] = "ROOT " + lines[root]
-        body = "  " + "\n  ".join(lines)
+        body[root] = "ROOT " + body[root]
         tail = "\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"'
-        return head + body + tail
-
-
-def _has_tag(data: bytes, field: int) -> bool:
-    """Whether ``field``'s tag (packed or not) occurs in ``data``: when it does not,
-    no message of the module sets the field."""
-    return any(_varint(field << 3 | wire) in data for wire in (0, 2))
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+        return head + "\n  ".join(body) + tail
 
 
 def _check_shape_index(shape: Any, index: tuple[int, ...]) -> None:
@@ -268,9 +247,9 @@ class _StackFrames:
         self.frames: dict[tuple[int, int], int] = {}
         self.new_ids: dict[int, int] = {}
 
-    def collect(self, comp: Computation, lines: LinePrinter) -> None:
+    def collect(self, metadata_list: list[bytes], lines: LinePrinter) -> None:
         new_ids = self.new_ids
-        for metadata in comp.metadata:
+        for metadata in metadata_list:
             if metadata:
                 old = lines.metadata_of(metadata)[1]
                 if old and old not in new_ids:
