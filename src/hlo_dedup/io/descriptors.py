@@ -50,7 +50,9 @@ class EnumSpec:
 # Wire encoding of descriptor.proto
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """Base-128 varint; a negative value as its 64-bit two's complement (as int64 fields)."""
+    value &= (1 << 64) - 1
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
@@ -59,34 +61,36 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _bytes(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+def length_delimited(number: int, payload: bytes) -> bytes:
+    """Field ``number`` holding ``payload`` (wire type 2)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def _str(number: int, text: str) -> bytes:
-    return _bytes(number, text.encode("utf-8"))
+    return length_delimited(number, text.encode("utf-8"))
 
 
-def _int(number: int, value: int) -> bytes:
-    return _varint(number << 3) + _varint(value)
+def varint_field(number: int, value: int) -> bytes:
+    """Field ``number`` holding ``value`` (wire type 0)."""
+    return varint(number << 3) + varint(value)
 
 
 def _field(spec: FieldSpec, oneof_index: int | None) -> bytes:
-    out = _str(1, spec.name) + _int(3, spec.number)
-    out += _int(4, LABEL_REPEATED if spec.repeated else LABEL_OPTIONAL) + _int(5, spec.type)
+    out = _str(1, spec.name) + varint_field(3, spec.number)
+    out += varint_field(4, LABEL_REPEATED if spec.repeated else LABEL_OPTIONAL) + varint_field(5, spec.type)
     if spec.type_name:
         out += _str(6, spec.type_name)
     if oneof_index is not None:
-        out += _int(9, oneof_index)
+        out += varint_field(9, oneof_index)
     if spec.optional:
-        out += _int(17, 1)
+        out += varint_field(17, 1)
     return out
 
 
 def _enum(spec: EnumSpec) -> bytes:
     out = _str(1, spec.name.rpartition(".")[2])
     for name, number in spec.values:
-        out += _bytes(2, _str(1, name) + _int(2, number))
+        out += length_delimited(2, _str(1, name) + varint_field(2, number))
     return out
 
 
@@ -109,23 +113,23 @@ def encode_file(name: str, package: str, messages: Iterable[MessageSpec], enums:
                 index = len(real) + synthetic.index("_" + f.name)
             else:
                 index = None
-            body += _bytes(2, _field(f, index))
+            body += length_delimited(2, _field(f, index))
         for child in by_name.values():
             if child.name.rpartition(".")[0] == spec.name:
-                body += _bytes(3, encode(child))
+                body += length_delimited(3, encode(child))
         for enum in enums:
             if enum.name.rpartition(".")[0] == spec.name:
-                body += _bytes(4, _enum(enum))
+                body += length_delimited(4, _enum(enum))
         for oneof in real + synthetic:
-            body += _bytes(8, _str(1, oneof))
+            body += length_delimited(8, _str(1, oneof))
         return body
 
     for spec in messages:
         if "." not in spec.name:
-            out += _bytes(4, encode(spec))
+            out += length_delimited(4, encode(spec))
     for enum in enums:
         if "." not in enum.name:
-            out += _bytes(5, _enum(enum))
+            out += length_delimited(5, _enum(enum))
     return out + _str(12, "proto3")
 
 

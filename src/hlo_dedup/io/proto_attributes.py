@@ -583,20 +583,33 @@ def _dynamic_slice(ins: Site) -> Iterator[str]:
     yield "dynamic_slice_sizes=" + _ints(ins.view.dynamic_slice_sizes)
 
 
-def _batching(name: str, values: Any) -> str:
-    return f"}}, {name}={{" + ",".join(map(str, values)) if len(values) else ""
+# Per opcode: the dimension-numbers message and field, the lists always printed and
+# the batching lists printed when not empty (field names are the attribute names).
+_DIMENSION_NUMBERS = {
+    "gather": (
+        "GatherDimensionNumbers", "gather_dimension_numbers",
+        ("offset_dims", "collapsed_slice_dims", "start_index_map"),
+        ("operand_batching_dims", "start_indices_batching_dims"),
+    ),
+    "scatter": (
+        "ScatterDimensionNumbers", "scatter_dimension_numbers",
+        ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"),
+        ("input_batching_dims", "scatter_indices_batching_dims"),
+    ),
+}  # fmt: skip
+
+
+def _gather_scatter_dimensions(ins: Site) -> str:
+    message, field, listed, batching = _DIMENSION_NUMBERS[ins.opcode]
+    d = ins.printer.decoder.decode(message, _required(ins, field))
+    parts = [f"{name}={_ints(getattr(d, name))}" for name in listed]
+    parts += [f"{name}={_ints(getattr(d, name))}" for name in batching if len(getattr(d, name))]
+    return ", ".join(parts) + f", index_vector_dim={d.index_vector_dim}"
 
 
 @_register("gather")
 def _gather(ins: Site) -> Iterator[str]:
-    d = ins.printer.decoder.decode("GatherDimensionNumbers", _required(ins, "gather_dimension_numbers"))
-    yield (
-        f"offset_dims={_ints(d.offset_dims)}, collapsed_slice_dims={_ints(d.collapsed_slice_dims)}, "
-        "start_index_map={" + ",".join(map(str, d.start_index_map))
-        + _batching("operand_batching_dims", d.operand_batching_dims)
-        + _batching("start_indices_batching_dims", d.start_indices_batching_dims)
-        + f"}}, index_vector_dim={d.index_vector_dim}"
-    )
+    yield _gather_scatter_dimensions(ins)
     yield "slice_sizes=" + _ints(ins.view.gather_slice_sizes)
     if ins.view.indices_are_sorted:
         yield "indices_are_sorted=true"
@@ -604,14 +617,7 @@ def _gather(ins: Site) -> Iterator[str]:
 
 @_register("scatter")
 def _scatter(ins: Site) -> Iterator[str]:
-    d = ins.printer.decoder.decode("ScatterDimensionNumbers", _required(ins, "scatter_dimension_numbers"))
-    yield (
-        f"update_window_dims={_ints(d.update_window_dims)}, inserted_window_dims={_ints(d.inserted_window_dims)}, "
-        "scatter_dims_to_operand_dims={" + ",".join(map(str, d.scatter_dims_to_operand_dims))
-        + _batching("input_batching_dims", d.input_batching_dims)
-        + _batching("scatter_indices_batching_dims", d.scatter_indices_batching_dims)
-        + f"}}, index_vector_dim={d.index_vector_dim}"
-    )
+    yield _gather_scatter_dimensions(ins)
     if ins.view.indices_are_sorted:
         yield "indices_are_sorted=true"
     if ins.view.unique_indices:

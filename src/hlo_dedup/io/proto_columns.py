@@ -23,6 +23,7 @@ from itertools import compress
 from operator import sub
 from typing import Any
 
+from .descriptors import length_delimited, varint, varint_field
 from .proto_fields import first_unsupported, message_classes
 from .proto_values import InvalidProto, UnsupportedProto
 
@@ -46,26 +47,15 @@ _ALIGNED: dict[str, tuple[Any, Any, bool]] = {
 }
 
 
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _separator() -> bytes:
     fields = message_classes(True)["HloInstructionColumns"].DESCRIPTOR.fields_by_name
     out = b""
     for name, (value, _, _) in _ALIGNED.items():
         number = fields[name].number
         if isinstance(value, int):
-            out += _varint(number << 3) + _varint(value)
+            out += varint_field(number, value)
         else:
-            payload = value.encode() if isinstance(value, str) else value
-            out += _varint(number << 3 | 2) + _varint(len(payload)) + payload
+            out += length_delimited(number, value.encode() if isinstance(value, str) else value)
     return out
 
 
@@ -168,7 +158,7 @@ class ModuleData:
     def views(self, indices: list[int]) -> Any:
         """Instructions ``indices`` decoded in one call: a sequence of views."""
         raw = self.raw
-        framed = b"".join([_ITEM_TAG + _varint(len(raw[i])) + raw[i] for i in indices])
+        framed = b"".join([_ITEM_TAG + varint(len(raw[i])) + raw[i] for i in indices])
         views = message_classes(True)["HloInstructionViews"].FromString(framed)
         if views.ByteSize() != len(framed):
             return [self.view(i) for i in indices]
@@ -200,7 +190,7 @@ def packed_int64s(blobs: list[bytes]) -> tuple[list[int], list[int]]:
     joined = b"".join(blobs)
     if not joined:
         return [], [0] * len(blobs)
-    values = list(message_classes(True)["PackedInt64s"].FromString(b"\x0a" + _varint(len(joined)) + joined).values)
+    values = list(message_classes(True)["PackedInt64s"].FromString(b"\x0a" + varint(len(joined)) + joined).values)
     # Each varint ends with its one byte below 0x80.
     counts = [len(b.translate(None, _CONTINUATION_BYTES)) for b in blobs]
     return values, counts

@@ -27,7 +27,7 @@ import functools
 from dataclasses import replace
 from typing import Any, Callable
 
-from .descriptors import TYPE_BYTES, TYPE_MESSAGE, TYPE_NUMBERS, FieldSpec, MessageClasses, MessageSpec, encode_file
+from .descriptors import TYPE_BYTES, TYPE_MESSAGE, TYPE_NUMBERS, FieldSpec, MessageClasses, MessageSpec, encode_file, varint
 from .proto_values import UnsupportedProto
 
 # Fields per message that are printed exactly, or that XLA's printer never shows.
@@ -166,16 +166,6 @@ def _first_unsupported(msg: Any) -> str | None:
 _WIRE_TYPES = {1: 1, 6: 1, 16: 1, 2: 5, 7: 5, 15: 5, 9: 2, 11: 2, 12: 2}  # others: varint (0)
 
 
-def _tag(number: int, wire_type: int) -> bytes:
-    value = number << 3 | wire_type
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 @functools.lru_cache(maxsize=None)
 def _unsupported_tags(message: str) -> tuple[bytes, ...]:
     """The encoded tags of every unsupported field in ``message`` or in a message it
@@ -195,9 +185,9 @@ def _unsupported_tags(message: str) -> tuple[bytes, ...]:
         for f in specs[name].fields:
             if keep is not None and f.name not in keep:
                 wire = _WIRE_TYPES.get(f.type, 0)
-                tags.add(_tag(f.number, wire))
+                tags.add(varint(f.number << 3 | wire))
                 if f.repeated and wire != 2:
-                    tags.add(_tag(f.number, 2))  # packed
+                    tags.add(varint(f.number << 3 | 2))  # packed
             elif f.type == TYPE_MESSAGE:
                 todo.append(f.type_name.removeprefix(".xla."))
     return tuple(sorted(tags))

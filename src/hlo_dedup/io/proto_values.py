@@ -338,32 +338,30 @@ def frontend_attributes(proto: Any) -> str:
     return "{" + ",".join(f"{k}={raw_or_quoted(entries[k])}" for k in sorted(entries)) + "}"
 
 
+# OpMetadata fields in the order OpMetadataToString prints them, each with how its
+# value prints (scheduling_name is quoted without escaping).
+def _escaped(value: str) -> str:
+    return '"' + escape(value) + '"'
+
+
+_METADATA_FIELDS: tuple[tuple[str, Callable[[Any], str]], ...] = (
+    ("op_type", _escaped), ("op_name", _escaped), ("source_file", _escaped),
+    ("source_line", str), ("source_end_line", str), ("source_column", str), ("source_end_column", str),
+    ("profile_type", lambda v: "{" + ",".join(map(str, v)) + "}"),
+    ("deduplicated_name", _escaped), ("scheduling_name", lambda v: f'"{v}"'),
+)  # fmt: skip
+
+
 def op_metadata_parts(proto: Any) -> tuple[str, int, bool]:
     """``OpMetadataToString`` split for the stack-frame renumbering: the text of every
     set field but ``stack_frame_id`` (which XLA prints last), the frame id, and
     whether ``metadata={...}`` prints without a frame (op_type, op_name, source_file
     or scheduling_name set; ``source_line`` alone does not print)."""
     parts = []
-    if proto.op_type:
-        parts.append(f'op_type="{escape(proto.op_type)}"')
-    if proto.op_name:
-        parts.append(f'op_name="{escape(proto.op_name)}"')
-    if proto.source_file:
-        parts.append(f'source_file="{escape(proto.source_file)}"')
-    if proto.source_line:
-        parts.append(f"source_line={proto.source_line}")
-    if proto.source_end_line:
-        parts.append(f"source_end_line={proto.source_end_line}")
-    if proto.source_column:
-        parts.append(f"source_column={proto.source_column}")
-    if proto.source_end_column:
-        parts.append(f"source_end_column={proto.source_end_column}")
-    if proto.profile_type:
-        parts.append("profile_type={" + ",".join(map(str, proto.profile_type)) + "}")
-    if proto.deduplicated_name:
-        parts.append(f'deduplicated_name="{escape(proto.deduplicated_name)}"')
-    if proto.scheduling_name:
-        parts.append(f'scheduling_name="{proto.scheduling_name}"')
+    for field, text in _METADATA_FIELDS:
+        value = getattr(proto, field)
+        if value:
+            parts.append(f"{field}={text(value)}")
     prints = bool(proto.op_type or proto.op_name or proto.source_file or proto.scheduling_name)
     return " ".join(parts), proto.stack_frame_id, prints
 
