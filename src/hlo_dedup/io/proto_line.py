@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .proto_attributes import ACCURACY_OPCODES, CALLS_TO_APPLY, OPCODE_ATTRIBUTES, QUIET_UNLESS, Site, result_accuracy_text
+from .proto_attributes import ACCURACY_OPCODES, CALLS_TO_APPLY, OPCODE_ATTRIBUTES, QUIET_UNLESS, result_accuracy_text
+from .proto_site import Site
 from .proto_fields import Decoder
 from .proto_instruction import ASYNC_OPCODES, Computation, Instructions
 from .proto_literal import literal_text
