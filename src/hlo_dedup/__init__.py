@@ -59,7 +59,7 @@ def save(module: HloModule, path: str | os.PathLike[str], *, format: str | None 
 
 def verify_structure(module: HloModule) -> None:
     """Check the IR's invariants; raises HloVerifyError naming the instruction."""
-    from .verify import verify_structure as _verify
+    from .ir.verifier import verify_structure as _verify
 
     _verify(module)
 

@@ -6,7 +6,7 @@ import pytest
 
 from hlo_dedup.ir.computation import HloComputation
 from hlo_dedup.ir.instruction import HloInstruction, HloIrError
-from hlo_dedup.ir.shape import parse_shape
+from hlo_dedup.ir.shape_reader import parse_shape
 from hlo_dedup.text import parse_module
 
 H = "HloModule m\n\n"

@@ -15,18 +15,16 @@ from hlo_dedup.ir.shape import (
     Layout,
     PrimitiveType,
     Shape,
-    ShapeSyntaxError,
     SplitConfig,
     Tile,
-    _ShapeParser,
     byte_size,
-    parse_shape,
     shapes_compatible,
     shapes_compatible_ignoring_fp_precision,
     shapes_compatible_kind,
     shapes_equal,
     shapes_equal_ignoring_fp_precision,
 )
+from hlo_dedup.ir.shape_reader import ShapeSyntaxError, _ShapeParser, parse_shape
 
 P = PrimitiveType
 

@@ -29,7 +29,7 @@ def _xla_parse(text: str) -> None:
 
 def _verify(module: hlo_dedup.HloModule) -> None:
     """`hlo_dedup.verify_structure` once src/hlo_dedup/verify.py exists; a no-op until then."""
-    if importlib.util.find_spec("hlo_dedup.verify") is None:
+    if importlib.util.find_spec("hlo_dedup.ir.verifier") is None:
         return
     hlo_dedup.verify_structure(module)
 

@@ -15,11 +15,11 @@ from typing import Iterator
 import pytest
 
 import support
-from hlo_dedup.text.printer import format_module
+from hlo_dedup.ir.printer import format_module
 
 from hlo_dedup.ir.module import HloModule
 from hlo_dedup.text import parse_module, parse_modules, split_module_texts
-from hlo_dedup.text.lexer import ScanError, skip_trivia
+from hlo_dedup.syntax.lexer import ScanError, skip_trivia
 
 pytestmark = pytest.mark.corpus
 
@@ -103,14 +103,14 @@ def _structure(module: HloModule) -> list[object]:
     for comp in module.computations:
         out.append(
             (comp.name, comp.is_entry, comp.root.name if comp.root else None,
-             [p.name for p in comp.parameters], comp.execution_thread, comp._head, comp._tail)
+             [p.name for p in comp.parameters], comp.execution_thread, comp.span.head, comp.span.tail)
         )  # fmt: skip
         for inst in comp.instructions:
             out.append(
                 (inst.name, inst.opcode, inst.shape_text, inst.payload, [o.name for o in inst.operands],
                  inst._attr_text, [c.name for c in inst.called_computations],
-                 [p.name for p in inst.control_predecessors], inst.is_root, inst._text, inst._lead,
-                 inst._percent, inst._operand_shapes)
+                 [p.name for p in inst.control_predecessors], inst.is_root, inst.source_line, inst.span.lead,
+                 inst.span.percent, inst.span.operand_shapes)
             )  # fmt: skip
     return out
 
@@ -225,7 +225,7 @@ def test_xla_reads_regenerated_lines_as_the_input(xla_client) -> None:  # type: 
         want, plain_want = prints
         module = parse_module(piece, name, first_line=line)
         _regenerate_everything(module)
-        assert all(i._text is None for c in module.computations for i in c.instructions)
+        assert all(i.source_line is None for c in module.computations for i in c.instructions)
         out = module.to_text()
         large = "{...}" not in piece
         try:
@@ -270,5 +270,5 @@ def test_jax_modules_xla_agrees(xla_client) -> None:  # type: ignore[no-untyped-
         module = parse_module(text, str(path))
         assert _xla_canonical(xla_client, module.to_text()) == want, path.name
         _regenerate_everything(module)
-        assert all(i._text is None for c in module.computations for i in c.instructions)
+        assert all(i.source_line is None for c in module.computations for i in c.instructions)
         assert _xla_canonical(xla_client, module.to_text()) == want, path.name

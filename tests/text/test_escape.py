@@ -1,4 +1,4 @@
-"""Tests for hlo_dedup.text.escape: absl CEscape/CUnescape, byte for byte
+"""Tests for hlo_dedup.syntax.escape: absl CEscape/CUnescape, byte for byte
 (checked against XLA's string handling where marked ``oracle``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support import xla_hlo
-from hlo_dedup.text.escape import UnescapeError, c_escape, c_unescape
+from hlo_dedup.syntax.escape import UnescapeError, c_escape, c_unescape
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 import support
 from hlo_dedup.ir.module import HloModule
 from hlo_dedup.text import HloParseError, parse_module, split_module_texts
-from hlo_dedup.text.lexer import ScanError, skip_trivia
-from hlo_dedup.verify import HloVerifyError, verify_structure
+from hlo_dedup.syntax.lexer import ScanError, skip_trivia
+from hlo_dedup.ir.verifier import HloVerifyError, verify_structure
 
 pytestmark = pytest.mark.corpus
 

@@ -285,7 +285,7 @@ def test_old_operand_shapes(xla_client) -> None:  # type: ignore[no-untyped-def]
     text = H + "ENTRY %e (a: f32[2], b: f32[2]) -> f32[2] {\n  %a = f32[2]{0} parameter(0)\n  %b = f32[2]{0} parameter(1)\n  ROOT %c = f32[2]{0} add(f32[2]{0} %a, f32[2]{0} %b)\n}\n"
     module = round_trip(text)
     root = module.entry.root
-    assert [o.name for o in root.operands] == ["a", "b"] and root._operand_shapes
+    assert [o.name for o in root.operands] == ["a", "b"] and root.span.operand_shapes
     out = reparse_regenerated(module)
     assert "add(f32[2]{0} %a, f32[2]{0} %b)" in out
     assert xla_canonical(xla_client, out) == xla_canonical(xla_client, text)

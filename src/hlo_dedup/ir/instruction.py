@@ -1,23 +1,27 @@
 """HloInstruction: one HLO operation, kept lossless.
 
-An instruction parsed from text remembers its exact source text. As long as nothing
-about it changes, the printer re-emits that text byte for byte; any edit (operands,
-root flag, attributes, shape) drops the cached text so the printer regenerates the line
-in XLA's format. Attributes stay raw `(key, value)` strings until a typed accessor asks
-for one, which keeps parsing cheap on million-instruction modules.
+An instruction read from text keeps a `SourceSpan` into its module's source. As long as
+nothing about it changes, the printer re-emits that text byte for byte; any edit (operands,
+root flag, attributes, shape) marks the span edited so the printer regenerates the line in
+XLA's format. Attributes stay raw `(key, value)` strings until a typed accessor asks for
+one (like XLA's lazily parsed backend config), which keeps reading cheap on
+million-instruction modules.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
+from . import attributes as _attributes
 from .opcodes import (
     ALWAYS_SIDE_EFFECTING,
     LAYOUT_CONSTRAINABLE_COLLECTIVES,
     OPCODES,
     is_known_opcode,
 )
-from .shape import Shape, parse_shape, shapes_compatible_ignoring_fp_precision, shapes_equal
+from .shape import Shape, shapes_compatible_ignoring_fp_precision, shapes_equal
+from .shape_reader import parse_shape
+from .source import SourceSpan
 
 if TYPE_CHECKING:
     from .computation import HloComputation
@@ -25,17 +29,7 @@ if TYPE_CHECKING:
     from .replica_groups import ReplicaGroups
 
 
-_ATTRIBUTES = None
-
-
-def _attributes():  # type: ignore[no-untyped-def]
-    """text.attributes, imported on first use (it imports the parser, which imports us)."""
-    global _ATTRIBUTES
-    if _ATTRIBUTES is None:
-        from ..text import attributes
-
-        _ATTRIBUTES = attributes
-    return _ATTRIBUTES
+_NONE: tuple = ()
 
 
 class HloIrError(RuntimeError):
@@ -64,17 +58,8 @@ class HloInstruction:
         "_payload",
         "_attr_raw",
         "_attrs",
-        "_tail_start",
-        "_end",
-        "_lead",
-        "_dirty",
-        "_percent",
-        "_operand_shapes",
         "_cache",
-        "offset",
-        "compact_gte_base",
-        "host",
-        "__weakref__",
+        "span",
     )
 
     def __init__(
@@ -104,18 +89,46 @@ class HloInstruction:
         self._payload = payload
         self._attrs: list[tuple[str, str]] | None = list(attributes)
         self._attr_raw: str | None = None
-        self._tail_start = -1
-        self._end = -1
-        self._lead = ""
-        self._dirty = False
-        self._percent = True
-        self._operand_shapes = False
         self._cache: dict[str, object] | None = None
-        self.offset = -1
-        self.compact_gte_base: tuple[HloInstruction, tuple[int, ...]] | None = None
-        self.host: HloInstruction | None = None
+        self.span = SourceSpan()
         for op in self.operands:
             op._users[self] = None
+
+    @classmethod
+    def from_source(
+        cls,
+        name: str,
+        opcode: str,
+        shape_text: str | None,
+        operands: list[HloInstruction],
+        payload: str | None,
+        span: SourceSpan,
+    ) -> HloInstruction:
+        """An instruction as a reader found it: its shape and attributes stay text (the
+        attributes are `span`'s tail in the module source) until something asks for them.
+
+        Readers build millions of these, so this skips the general constructor's work;
+        `operands` is taken as is (not copied)."""
+        inst = cls.__new__(cls)
+        inst.name = name
+        inst.opcode = opcode
+        inst.parent = None
+        inst.operands = operands
+        inst._users = {}
+        # Edges and callees are rare: share one empty tuple until a list is needed.
+        inst.control_predecessors = _NONE
+        inst.control_successors = _NONE
+        inst.called_computations = _NONE
+        inst._shape_text = shape_text
+        inst._shape = None
+        inst._payload = payload
+        inst._attrs = None
+        inst._attr_raw = ""
+        inst._cache = None
+        inst.span = span
+        for op in operands:
+            op._users[inst] = None
+        return inst
 
     # ----------------------------------------------------------------- basics
     def __repr__(self) -> str:
@@ -129,6 +142,10 @@ class HloInstruction:
     @property
     def user_count(self) -> int:
         return len(self._users)
+
+    def is_user_of(self, operand: HloInstruction) -> bool:
+        """XLA's IsUserOf: True if this instruction is among `operand`'s users."""
+        return self in operand._users
 
     def operand(self, i: int) -> HloInstruction:
         return self.operands[i]
@@ -174,47 +191,49 @@ class HloInstruction:
         self.mark_changed()
 
     # ---------------------------------------------------------- source text
-    # A parsed instruction keeps offsets into its module's source, not copies: its line is
-    # source[offset:_end] and its raw attribute list source[_tail_start:_end].
-    def _source_text(self) -> str | None:
+    def _source(self) -> str | None:
         comp = self.parent
         module = comp.parent if comp is not None else None
-        return module._source if module is not None else None
+        source = module.source if module is not None else None
+        return source.text if source is not None else None
 
     @property
-    def _text(self) -> str | None:
-        """The instruction's source line while it is unchanged; None once it must be regenerated."""
-        if self._dirty or self._end < 0:
+    def source_line(self) -> str | None:
+        """The instruction's line as read, while it is unchanged; None once it must be
+        regenerated (or when it was not read from text)."""
+        span = self.span
+        if span.edited or span.end < 0:
             return None
-        source = self._source_text()
-        return None if source is None else source[self.offset : self._end]
+        source = self._source()
+        return None if source is None else source[span.start : span.end]
 
-    @_text.setter
-    def _text(self, value: None) -> None:
-        if value is not None:
-            raise ValueError("an instruction's text comes from its source span")
-        self._dirty = True
+    def source_location(self) -> tuple[str, int, int] | None:
+        """(file, line, column) where the instruction was read, if it was."""
+        module = self.module
+        if module is None or module.source is None or self.span.start < 0:
+            return None
+        line, column = module.source.location(self.span.start)
+        return module.source.filename, line, column
 
     @property
     def _attr_text(self) -> str | None:
         """The raw `, key=value...` text; None once the attribute list was edited."""
-        if self._tail_start >= 0:
-            source = self._source_text()
+        span = self.span
+        if span.tail_start >= 0:
+            source = self._source()
             if source is not None:
-                return source[self._tail_start : self._end]
+                return source[span.tail_start : span.end]
         return self._attr_raw
 
-    @_attr_text.setter
-    def _attr_text(self, value: str | None) -> None:
-        self._tail_start = -1
+    def _set_attr_text(self, value: str | None) -> None:
+        self.span.tail_start = -1
         self._attr_raw = value
 
     def _detach_from_source(self) -> None:
         """Copy what still refers to the source before the instruction leaves its module."""
-        if self._tail_start >= 0:
-            self._attr_raw = self._attr_text
-            self._tail_start = -1
-        self._dirty = True
+        if self.span.tail_start >= 0:
+            self._set_attr_text(self._attr_text)
+        self.span.edited = True
 
     # ------------------------------------------------------------ attributes
     @property
@@ -226,7 +245,7 @@ class HloInstruction:
     def attributes(self) -> list[tuple[str, str]]:
         """Ordered `(key, raw_value)` pairs, split from the source on first access."""
         if self._attrs is None:
-            self._attrs = _attributes().split_attribute_text(self)
+            self._attrs = _attributes.split_attribute_text(self)
         return self._attrs
 
     def attr(self, key: str) -> str | None:
@@ -239,7 +258,7 @@ class HloInstruction:
             # one found ahead of the first quote is real: read just its value.
             at = text.find(", " + key + "=")
             if at >= 0 and not ('"' in text[:at] or "'" in text[:at]):
-                value = _attributes().attribute_value_at(self, at + len(key) + 3, key)
+                value = _attributes.attribute_value_at(self, at + len(key) + 3, key)
                 if value is not None:
                     return value
         for k, v in self.attributes:
@@ -261,7 +280,7 @@ class HloInstruction:
             if raw_value is not None:
                 attrs.append((key, raw_value))
         self._attrs = attrs
-        self._attr_text = None
+        self._set_attr_text(None)
         self._cache = None
         self.mark_changed()
 
@@ -271,7 +290,7 @@ class HloInstruction:
         if cache is None:
             cache = self._cache = {}
         if key not in cache:
-            cache[key] = getattr(_attributes(), decoder)(self, *args)
+            cache[key] = getattr(_attributes, decoder)(self, *args)
         return cache[key]
 
     # Typed accessors. Each decodes its raw attribute once and caches the result.
@@ -287,7 +306,7 @@ class HloInstruction:
     def all_gather_dimension(self) -> int:
         dims = self.dimensions
         if not dims:
-            raise _attributes().attribute_error(self, "dimensions", "all-gather needs dimensions={d}")
+            raise _attributes.attribute_error(self, "dimensions", "all-gather needs dimensions={d}")
         return dims[0]
 
     @property
@@ -376,24 +395,19 @@ class HloInstruction:
 
     # --------------------------------------------------------------- editing
     def mark_changed(self) -> None:
-        """Forget the source text so the printer regenerates this line."""
-        self._text = None
+        """Forget the source line so the printer regenerates it."""
+        span = self.span
+        span.edited = True
         if self.parent is not None:
             self.parent.mark_changed()
         # A compact GTE (`%t#0`) or a nested operand is printed inside its users' lines.
-        if self.compact_gte_base is not None:
+        if span.compact_gte_base is not None:
             for user in self._users:
-                if user._text is not None or user.compact_gte_base is not None:
+                if user.source_line is not None or user.span.compact_gte_base is not None:
                     user.mark_changed()
-        host = self.host
-        if host is not None and host._text is not None:
+        host = span.host
+        if host is not None and host.source_line is not None:
             host.mark_changed()
-
-    def add_user(self, user: HloInstruction) -> None:
-        self._users[user] = None
-
-    def remove_user(self, user: HloInstruction) -> None:
-        self._users.pop(user, None)
 
     def replace_operand_with(self, index: int, new_operand: HloInstruction) -> None:
         """ReplaceOperandWith: shape-checked (CompatibleIgnoringFpPrecision) operand swap."""
@@ -487,8 +501,7 @@ class HloInstruction:
         name = self.name + (f".{suffix}" if suffix else "")
         clone = HloInstruction(name, self.opcode, shape, new_operands, attrs, payload=self._payload)
         clone.called_computations = list(self.called_computations)
-        clone._percent = self._percent
-        clone._operand_shapes = self._operand_shapes
+        clone.span = self.span.styled_like()
         return clone
 
     # ------------------------------------------------------------- identity
@@ -514,9 +527,10 @@ class HloInstruction:
     # ------------------------------------------------------------- printing
     def to_text(self) -> str:
         """This instruction's line (without indentation), as written or regenerated."""
-        if self._text is not None:
-            return self._text
-        from ..text.printer import format_instruction
+        line = self.source_line
+        if line is not None:
+            return line
+        from .printer import format_instruction
 
         return format_instruction(self)
 
@@ -579,7 +593,7 @@ _NOT_INFERRED_FROM_OPERAND = frozenset(
 
 
 def _shape_error(inst: HloInstruction, message: str) -> Exception:
-    return _attributes().instruction_error(inst, message)
+    return _attributes.instruction_error(inst, message)
 
 
 __all__ = ["HloInstruction", "HloIrError", "shapes_equal"]

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Literal
 
-from .._syntax import TextCursor, TextSyntaxError
-from ..text.escape import UnescapeError, c_unescape
+from ..syntax.cursor import TextCursor, TextSyntaxError
+from ..syntax.escape import UnescapeError, c_unescape
 
 __all__ = ["ReplicaGroups", "ReplicaGroupsError", "parse_replica_groups"]
 
@@ -225,23 +225,11 @@ def _mesh_groups(sizes: tuple[int, ...], devices: list[int], refs: list[_AxisRef
 _INT_RE = re.compile(r"-?[0-9]+")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _STRING_RE = re.compile(r"\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)'")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class _Parser(TextCursor):
     __slots__ = ()
     error_type = ReplicaGroupsError
-
-    def integer(self, context: str) -> int:
-        self.skip()
-        m = _INT_RE.match(self.text, self.pos)
-        if m is None:
-            raise self.error(f"expected an integer {context}, found {self.describe()}")
-        value = int(m.group())
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise self.error(f"integer {m.group()} does not fit in int64")
-        self.pos = m.end()
-        return value
 
     def int_list(self, open_: str, close: str, context: str) -> tuple[int, ...]:
         self.expect(open_, f"to start {context}")

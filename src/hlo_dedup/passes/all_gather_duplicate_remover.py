@@ -11,14 +11,15 @@ with ReplaceAllUsesWith; HloDCE runs afterwards only if something was folded.
 Choices where the spec leaves room (documented in README "Semantics"):
 * The index path is kept whole (a stack of get-tuple-element indices, popped by tuple),
   not the binary's two scalars, so gathers of different tuple leaves never collide.
-* Transactional: anything that fails after the first rewrite (a malformed attribute met
-  by the walk or by the trailing HloDCE, an IR precondition) restores the module from its
-  text as it was before the first rewrite and re-raises, so a failed run leaves the module
-  text exactly unchanged. Taking that text is free while the module is as parsed.
+* Transactional (as every pass, see pass_base): anything that fails after the first
+  rewrite (a malformed attribute met by the walk or by the trailing HloDCE, an IR
+  precondition) rolls the module back, so a failed run leaves its text exactly unchanged.
 * Hazards: the faithful key ignores operands after operand(0), the inner gathers a walk
-  tunnelled through, the collective mode and the gather dimension. Each fold whose two
-  gathers differ in one of those is reported; `strict=True` refuses such folds (a
-  gather then only folds onto an earlier one that matches it in all of them).
+  tunnelled through (each one's dimension, groups, shape, collective mode and its own
+  operands after operand(0), any of which the index path may select), the collective
+  mode and the gather dimension. Each fold whose two gathers differ in one of those is
+  reported; `strict=True` refuses such folds (a gather then only folds onto an earlier
+  one that matches it in all of them).
 """
 
 from __future__ import annotations
@@ -31,17 +32,58 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
-from .pass_base import HloPass, PassResult
+from .pass_base import HloPass, ModuleTransaction, PassResult
 from .records import FoldRecord, Hazard
 
 
 @dataclass(frozen=True)
+class _GatherConfig:
+    """What decides a gather's value besides its operand(0): two gathers that agree in
+    all of this and in operand(0) compute the same value. `others` are the operands after
+    operand(0), which a multi-operand gather's index path may select."""
+
+    opcode: str
+    dimensions: tuple[int, ...]
+    groups: Any
+    shape: tuple[object, ...]
+    mode: str
+    others: tuple[HloInstruction, ...]
+
+    @classmethod
+    def of(cls, inst: HloInstruction) -> _GatherConfig:
+        return cls(inst.opcode, inst.dimensions, inst.replica_groups.groups, inst.shape.layout_key(),
+                   collective_mode(inst), tuple(inst.operands[1:]))
+
+    def differences(self, other: _GatherConfig, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:
+        found = [label for label, a, b in (
+            ("opcode", self.opcode, other.opcode),
+            ("dimension", self.dimensions, other.dimensions),
+            ("replica groups", self.groups, other.groups),
+            ("shape", self.shape, other.shape),
+            ("collective mode", self.mode, other.mode),
+        ) if a != b]
+        if not _same_values(self.others, other.others, same_value):
+            found.append("operands after operand(0)")
+        return found
+
+
+def _same_values(a: tuple[HloInstruction, ...], b: tuple[HloInstruction, ...],
+                 same_value: dict[HloInstruction, HloInstruction]) -> bool:
+    """Operand lists known to hold the same values: the same instructions, or ones a
+    hazard-free fold merged."""
+    return len(a) == len(b) and all(same_value.get(x, x) is same_value.get(y, y) for x, y in zip(a, b))
+
+
+@dataclass(frozen=True)
 class _Walk:
-    """Result of FindRawParameter for one gather."""
+    """Result of FindRawParameter for one gather: the parameter, the index path left, and
+    what the key ignores about the gather itself and each inner gather the walk tunnelled
+    through."""
 
     raw_param: HloInstruction | None
     path: tuple[int, ...]
-    inner_gathers: tuple[tuple[str, int, Any, str], ...]  # (opcode, dim, groups, shape) per hop
+    gather: _GatherConfig
+    inner_gathers: tuple[_GatherConfig, ...]
 
 
 def collective_mode(inst: HloInstruction) -> str:
@@ -60,77 +102,70 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     source_file = "neuron_all_gather_duplicate_remover.cc"
 
     def __init__(self, strict: bool = False) -> None:
-        super().__init__()
         self.strict = strict
 
     # ------------------------------------------------------------------- walk
     def find_raw_parameter(self, node: HloInstruction, ag: HloInstruction, vlog: bool) -> _Walk:
         """FindRawParameter: walk up from `node` through forwarding ops to a parameter."""
-        log = self.logger.log if vlog else None
-        level = 18
+        log = self.vlog if vlog else None
+        gather = _GatherConfig.of(ag)  # the binary snapshots the gather's attributes first
+        not_traced = _Walk(None, (), gather, ())
         pending: list[int] = []
-        inner: list[tuple[str, int, Any, str]] = []
+        inner: list[_GatherConfig] = []
         while True:
             if log:
-                log(level, "Finding raw parameter for instruction: %s", node.to_text())
+                log(2, "Finding raw parameter for instruction: %s", node.to_text())
             op = node.opcode
             if op == "parameter":
-                return _Walk(node, tuple(pending), tuple(inner))
+                return _Walk(node, tuple(pending), gather, tuple(inner))
             if op == "get-tuple-element":
                 index = node.tuple_index
                 if log:
-                    log(level, "Found get-tuple-element at index: %d", index)
+                    log(2, "Found get-tuple-element at index: %d", index)
                 pending.append(index)
             elif op == "tuple":
                 index = pending[-1] if pending else -1
                 if log:
-                    log(level, "Found tuple, moving to element at index: %d", index)
+                    log(2, "Found tuple, moving to element at index: %d", index)
                 if not 0 <= index < node.operand_count:
-                    return _Walk(None, (), ())
+                    return not_traced
                 pending.pop()
                 node = node.operands[index]
                 continue
             elif op == "opt-barrier":
                 if log:
-                    log(level, "Found optimization barrier, moving to its input")
+                    log(2, "Found optimization barrier, moving to its input")
             elif op == "convert":
                 if not node.operands or not shapes_equal(node.operands[0].shape, node.shape):
-                    return _Walk(None, (), ())
+                    return not_traced
                 if log:
-                    log(level, "Found convert operation, moving to its input")
+                    log(2, "Found convert operation, moving to its input")
             elif op in ("all-gather", "all-gather-start"):
                 if log:
-                    log(level, "Found all-gather operation, moving to its input")
-                inner.append((op, node.dimensions[0] if node.dimensions else -1,
-                              node.replica_groups.groups, node.shape_text or ""))
+                    log(2, "Found all-gather operation, moving to its input")
+                inner.append(_GatherConfig.of(node))
             else:
-                return _Walk(None, (), ())
+                return not_traced
             if not node.operands:
-                return _Walk(None, (), ())
+                return not_traced
             node = node.operands[0]
 
     # -------------------------------------------------------------------- run
-    def run_on_module(self, module: HloModule) -> PassResult:
-        logger = self.logger
-        vlog = logger.isEnabledFor(18)
+    def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:
+        vlog = self.vlog_is_on(2)
         if vlog:
-            logger.log(18, "Running NeuronDuplicateParameterAllGatherRemover pass")
+            self.vlog(2, "Running NeuronDuplicateParameterAllGatherRemover pass")
         folds: list[FoldRecord] = []
         hazards: list[Hazard] = []
-        rollback = _Rollback(module)
-        try:
-            for comp in module.computations:
-                if vlog:
-                    logger.log(18, "Processing computation: %s", comp.name)
-                self._process_computation(comp, vlog, folds, hazards, rollback)
-            changed = bool(folds)
-            if changed:
-                run_dce(module)
-        except Exception:
-            rollback.restore()
-            raise
+        for comp in module.computations:
+            if vlog:
+                self.vlog(2, "Processing computation: %s", comp.name)
+            self._process_computation(comp, vlog, folds, hazards, transaction)
+        changed = bool(folds)
+        if changed:
+            run_dce(module, transaction)
         if vlog:
-            logger.log(18, "NeuronDuplicateParameterAllGatherRemover pass complete")
+            self.vlog(2, "NeuronDuplicateParameterAllGatherRemover pass complete")
         return PassResult(self.name, changed, folds, hazards)
 
     def _process_computation(
@@ -139,19 +174,22 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         vlog: bool,
         folds: list[FoldRecord],
         hazards: list[Hazard],
-        rollback: _Rollback,
+        transaction: ModuleTransaction,
     ) -> None:
-        logger = self.logger
-        seen: dict[tuple, list[tuple[HloInstruction, _Walk, tuple]]] = {}
-        for inst in list(comp._instructions):
-            if inst.opcode != "all-gather" or not inst.operands:
-                continue
-            walk = self.find_raw_parameter(inst.operands[0], inst, vlog)
+        candidates = [inst for inst in comp.instructions if inst.opcode == "all-gather" and inst.operands]
+        # Hazards are judged on the program as written: a fold re-points users, which would
+        # hide that a later walk went through a gather an earlier hazardous fold replaced.
+        # (The keys do not change: a fold only swaps a gather for one with the same key.)
+        walks = {inst: self.find_raw_parameter(inst.operands[0], inst, False) for inst in candidates}
+        same_value: dict[HloInstruction, HloInstruction] = {}  # removed -> kept, for hazard-free folds
+        seen: dict[tuple, list[HloInstruction]] = {}
+        for inst in candidates:
+            walk = self.find_raw_parameter(inst.operands[0], inst, True) if vlog else walks[inst]
             raw = walk.raw_param
             if raw is None or raw.opcode != "parameter":
                 continue
             if vlog:
-                logger.log(18, "Found all-gather instruction: %s", inst.to_text())
+                self.vlog(2, "Found all-gather instruction: %s", inst.to_text())
             shape = inst.shape
             key = (
                 raw,
@@ -163,60 +201,32 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             entries = seen.get(key)
             if entries is None:
                 if vlog:
-                    logger.log(18, "Storing all-gather result for future use")
-                seen[key] = [(inst, walk, self._safety_signature(inst, walk))]
+                    self.vlog(2, "Storing all-gather result for future use")
+                seen[key] = [inst]
                 continue
-            signature = self._safety_signature(inst, walk)
-            keep, keep_walk, keep_sig = entries[0]
-            reasons = self._hazard_reasons(keep, keep_walk, inst, walk)
+            keep = entries[0]
+            reasons = _hazard_reasons(walks[keep], walks[inst], same_value)
             if self.strict and reasons:
-                match = next((e for e in entries if e[2] == signature), None)
                 hazards.append(Hazard(comp.name, keep.name, inst.name, tuple(reasons), refused=True))
+                match = next((e for e in entries if not _hazard_reasons(walks[e], walks[inst], same_value)), None)
                 if match is None:
-                    entries.append((inst, walk, signature))
+                    entries.append(inst)
                     continue
-                keep, reasons = match[0], []
+                keep, reasons = match, []
             elif reasons:
                 hazards.append(Hazard(comp.name, keep.name, inst.name, tuple(reasons), refused=False))
-            if comp._reorder and _depends_on(keep, inst):
+            if not comp.definition_ordered and _depends_on(keep, inst):
                 hazards.append(Hazard(comp.name, keep.name, inst.name,
                                       ("folding would create a cycle",), refused=True))
                 continue
             if vlog:
-                logger.log(18, "Replacing all-gather with previous result: %s", keep.to_text())
+                self.vlog(2, "Replacing all-gather with previous result: %s", keep.to_text())
             record = self._record(comp, keep, inst, self._key_json(raw, walk, inst), bool(reasons))
-            rollback.arm()
+            transaction.before_rewrite()
             inst.replace_all_uses_with(keep)
             folds.append(record)
-
-    @staticmethod
-    def _safety_signature(inst: HloInstruction, walk: _Walk) -> tuple:
-        return (
-            tuple(id(o) for o in inst.operands[1:]),
-            walk.inner_gathers,
-            collective_mode(inst),
-            inst.dimensions,
-        )
-
-    @staticmethod
-    def _hazard_reasons(keep: HloInstruction, keep_walk: _Walk, inst: HloInstruction, walk: _Walk) -> list[str]:
-        reasons = []
-        if keep.operands[1:] != inst.operands[1:] or len(keep.operands) != len(inst.operands):
-            reasons.append(
-                "multi-operand all-gathers differ beyond operand(0) "
-                f"({keep.operand_count} vs {inst.operand_count} operands)"
-            )
-        if keep_walk.inner_gathers != walk.inner_gathers:
-            reasons.append("the walks tunnelled through inner all-gathers with different "
-                           "dimensions, replica groups or shapes")
-        mode_a, mode_b = collective_mode(keep), collective_mode(inst)
-        if mode_a != mode_b:
-            reasons.append(f"different collective modes ({mode_a} vs {mode_b}: channel_id / "
-                           "use_global_device_ids differ, so the same replica_groups name "
-                           "different devices)")
-        if keep.dimensions != inst.dimensions:
-            reasons.append(f"different all_gather_dimension ({keep.dimensions} vs {inst.dimensions})")
-        return reasons
+            if not reasons:
+                same_value[inst] = keep
 
     @staticmethod
     def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
@@ -241,39 +251,31 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                           hazardous=hazardous)
 
 
-class _Rollback:
-    """Undo for a run that fails after its first rewrite.
-
-    `arm()` (called just before the first rewrite) keeps the module's text; `restore()`
-    re-parses it into the same HloModule object, so the caller's module prints exactly as
-    before. Runs that never rewrite pay nothing.
-    """
-
-    def __init__(self, module: HloModule) -> None:
-        self.module = module
-        self.text: str | None = None
-
-    def arm(self) -> None:
-        if self.text is None:
-            self.text = self.module.snapshot_text()
-
-    def restore(self) -> None:
-        if self.text is None:
-            return
-        from ..text.parser import parse_module
-
-        module = self.module
-        same_source = self.text == module._source
-        fresh = parse_module(
-            self.text,
-            module.filename,
-            spmd=module.use_spmd_partitioning,
-            first_line=module._first_line if same_source else 1,
+def _hazard_reasons(keep: _Walk, walk: _Walk, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:
+    """Why folding the gather of `walk` onto that of `keep` (same key) may change the
+    program's results; empty when it cannot."""
+    reasons = []
+    a, b = keep.gather, walk.gather
+    if not _same_values(a.others, b.others, same_value):
+        reasons.append(
+            "multi-operand all-gathers differ beyond operand(0) "
+            f"({len(a.others) + 1} vs {len(b.others) + 1} operands)"
         )
-        vars(module).update(vars(fresh))
-        for comp in module.computations:
-            comp.parent = module
-        module.touch()
+    inner_a, inner_b = keep.inner_gathers, walk.inner_gathers
+    if len(inner_a) != len(inner_b):
+        reasons.append(f"the walks tunnelled through different numbers of inner all-gathers "
+                       f"({len(inner_a)} vs {len(inner_b)})")
+    else:
+        differing = sorted({label for x, y in zip(inner_a, inner_b) for label in x.differences(y, same_value)})
+        if differing:
+            reasons.append("the walks tunnelled through inner all-gathers that differ in " + ", ".join(differing))
+    if a.mode != b.mode:
+        reasons.append(f"different collective modes ({a.mode} vs {b.mode}: channel_id / "
+                       "use_global_device_ids differ, so the same replica_groups name "
+                       "different devices)")
+    if a.dimensions != b.dimensions:
+        reasons.append(f"different all_gather_dimension ({a.dimensions} vs {b.dimensions})")
+    return reasons
 
 
 def _shard_count(ag: HloInstruction) -> int:

@@ -34,7 +34,7 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.shape import byte_size, shapes_compatible_ignoring_fp_precision
 from .dce import run_dce
-from .pass_base import HloPass, PassError, PassResult, ret_check_failure
+from .pass_base import HloPass, ModuleTransaction, PassError, PassResult, ret_check_failure
 from .records import FoldRecord
 
 KERNEL_TARGET = "AwsNeuronCustomNativeKernel"
@@ -56,7 +56,7 @@ def find_first_preprocess_kernel(module: HloModule) -> HloInstruction | None:
     """FindFirstPreprocessKernel: first kernel with one rank-3 [1,...] operand whose result
     doubles the operand's trailing dimension."""
     for comp in module.computations:
-        for inst in comp._instructions:
+        for inst in comp:
             if inst.opcode != "custom-call" or inst.operand_count != 1 or not _is_kernel(inst):
                 continue
             op_shape = inst.operands[0].shape
@@ -115,7 +115,7 @@ class NeuronPreprocessKernelDuplicateRemover(HloPass):
     name = "neuron-preprocess-kernel-duplicate-remover"
     source_file = "neuron_preprocess_kernel_duplicate_remover.cc"
 
-    def run_on_module(self, module: HloModule) -> PassResult:
+    def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:
         first = find_first_preprocess_kernel(module)
         if first is None:
             return PassResult(self.name, False)
@@ -145,7 +145,7 @@ class NeuronPreprocessKernelDuplicateRemover(HloPass):
 
         matches: dict[HloInstruction, None] = {}
         for comp in module.computations:
-            for inst in list(comp._instructions):
+            for inst in comp:
                 if is_flash_attention_kernel(inst, name, matches):
                     matches[inst] = None
         for inst in matches:
@@ -159,6 +159,7 @@ class NeuronPreprocessKernelDuplicateRemover(HloPass):
 
         folds: list[FoldRecord] = []
         for inst in matches:
+            transaction.before_rewrite()
             comp = inst.parent
             assert comp is not None
             n = inst.operand_count
@@ -174,8 +175,7 @@ class NeuronPreprocessKernelDuplicateRemover(HloPass):
                 FoldRecord(self.name, comp.name, first.name, removed_name,
                            {"backend_config": name}, byte_size(inst.shape), 0, clone.name)
             )
-        run_dce(module)
-        logger = self.logger
-        if logger.isEnabledFor(18):
-            logger.log(18, "NeuronPreprocessKernelDuplicateRemover pass complete")
+        run_dce(module, transaction)
+        if self.vlog_is_on(2):
+            self.vlog(2, "NeuronPreprocessKernelDuplicateRemover pass complete")
         return PassResult(self.name, bool(folds), folds)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -15,11 +15,6 @@ class Hazard:
     removed: str
     reasons: tuple[str, ...]
     refused: bool  # True in strict mode: the fold was not made
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["reasons"] = list(self.reasons)
-        return data
 
 
 @dataclass(frozen=True)
@@ -35,6 +30,3 @@ class FoldRecord:
     bytes_per_device: int = 0
     replacement: str | None = None  # the clone that replaced `removed` (preprocess pass)
     hazardous: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
 from .all_gather_duplicate_remover import NeuronAllGatherDuplicateRemover
 from .dce import HloDCE
 from .pass_base import HloPass
@@ -20,11 +18,6 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     NeuronAllGatherDuplicateRemover.name,
 )
 
-#: C++ source stems, for `--vmodule`.
-PASS_SOURCE_FILES: tuple[str, ...] = tuple(
-    cls.source_file.removesuffix(".cc") for cls in _PASSES.values()
-)
-
 
 def pass_names() -> list[str]:
     """Registered names, sorted as hlo-opt's --list-passes prints them."""
@@ -36,8 +29,6 @@ def create_pass(name: str, *, strict: bool = False) -> HloPass:
     cls = _PASSES.get(name)
     if cls is None:
         raise KeyError(f"Pass {name} not found. Known passes: {', '.join(pass_names())}")
-    factory: Callable[[], HloPass]
     if cls is NeuronAllGatherDuplicateRemover:
         return NeuronAllGatherDuplicateRemover(strict=strict)
-    factory = cls
-    return factory()
+    return cls()

@@ -1,4 +1,4 @@
-"""HLO text → IR.
+"""HLO text → IR, through the IR's public constructors.
 
 Two readers share one output. The line fast path reads an instruction that XLA printed
 on one line with a single regular-expression match and defers everything it can
@@ -21,8 +21,9 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import CALLED_COMPUTATION_KEYS, OPCODES, is_known_opcode
 from ..ir.shape import PrimitiveType
-from .errors import HloParseError, line_col
-from .lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
+from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
+from ..syntax.errors import HloParseError, line_col
+from ..syntax.lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
 
 _PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
@@ -154,6 +155,14 @@ class _CompState:
     roots: list[HloInstruction] = field(default_factory=list)
     compact: dict[tuple[HloInstruction, tuple[int, ...]], HloInstruction] = field(default_factory=dict)
     anon: int = 0
+    last: HloInstruction | None = None
+
+    def __post_init__(self) -> None:
+        self.lookup = self.comp.name_lookup()
+
+    def append(self, inst: HloInstruction) -> None:
+        self.comp.append_instruction(inst)
+        self.last = inst
 
 
 class _Parser:
@@ -165,6 +174,7 @@ class _Parser:
         self.first_line = first_line
         self.pos = 0
         self.module: HloModule | None = None
+        self.source = ModuleSource(text, filename, first_line)
 
     # ----------------------------------------------------------------- errors
     def error(self, offset: int, message: str) -> HloParseError:
@@ -198,11 +208,10 @@ class _Parser:
             if tok != "ENTRY" and second != "{" and not (tok and second == "("):
                 raise self.error(start, "expected 'HloModule' or a computation")
             module = HloModule("", use_spmd_partitioning=self.spmd)
-            module._has_header = False
-            module._head = ""
-        module.filename = self.filename
-        module._source = text
-        module._first_line = self.first_line
+            self.source.has_header = False
+        # Set now so that errors found while reading can name their line; recorded as the
+        # module's pristine text once everything is read.
+        module.source = self.source
         self.module = module
         last_comp = None
         while True:
@@ -212,13 +221,13 @@ class _Parser:
             last_comp = self.parse_computation()
         if last_comp is None:
             raise self.error(self.pos, "expected at least one computation")
-        module._tail = text[self.pos :]
+        self.source.tail = text[self.pos :]
         if module.entry is None:
             module.entry = last_comp
             last_comp.is_entry = True
-        if not module._has_header:
+        if not self.source.has_header:
             module.name = "module_" + module.entry.name
-        module._pristine_generation = module._generation
+        module.attach_source(self.source)
         return module
 
     def parse_header(self, pos: int) -> HloModule:
@@ -241,7 +250,7 @@ class _Parser:
                 off = next(o for k, _, o in attrs if k == key)
                 raise self.error(off, f"{key} must be a non-negative integer")
         pos = self.parse_stack_frames(pos)
-        module._head = text[:pos]
+        self.source.head = text[:pos]
         self.pos = pos
         return module
 
@@ -278,13 +287,12 @@ class _Parser:
         name = tok[1:] if tok.startswith("%") else tok
         if not IDENT.fullmatch(name) or tok.endswith(":"):
             raise self.error(start, "expected computation name")
-        comp = HloComputation(name, is_entry=is_entry)
-        comp._percent = tok.startswith("%")
+        percent = tok.startswith("%")
         if module.get_computation(name) is not None:
             raise self.error(start, f"duplicate computation name {name!r}")
         pos = end
         tok, start, end = next_token(text, pos)
-        comp.has_signature = tok == "("
+        has_signature = tok == "("
         if tok == "(":
             pos = match_group(text, start)
             pos = self.expect(pos, "->")
@@ -296,8 +304,8 @@ class _Parser:
             tok, start, end = next_token(text, pos)
         if tok != "{":
             raise self.error(start, "expected '{' to open the computation body")
-        comp._head = text[lead_start:end]
-        comp.offset = start
+        span = ComputationSpan(text[lead_start:end], start, percent=percent, has_signature=has_signature)
+        comp = HloComputation(name, is_entry=is_entry, span=span)
         module.add_computation(comp)
         if is_entry:
             if module.entry is not None:
@@ -313,30 +321,30 @@ class _Parser:
         for key, raw, off in attrs:
             if key != "execution_thread":
                 raise self.error(off, f"unexpected computation attribute {key!r}")
-            from .escape import c_unescape
+            from ..syntax.escape import c_unescape
 
             comp.execution_thread = c_unescape(raw[1:-1])
             end = after
-        comp._tail = text[close_lead:end]
+        span.tail = text[close_lead:end]
         self.pos = end
         self.finish_computation(state, cstart)
         return comp
 
     def finish_computation(self, state: _CompState, offset: int) -> None:
         comp = state.comp
-        if not comp._instructions:
+        if state.last is None:
             raise self.error(offset, f"computation {comp.name!r} has no instructions")
         if len(state.roots) > 1:
             second = state.roots[1]
             raise self.error(
-                second.offset if second.offset >= 0 else offset,
+                second.span.start if second.span.start >= 0 else offset,
                 f"computation {comp.name!r} has more than one ROOT (first: {state.roots[0].name!r})",
             )
-        comp.root = state.roots[0] if state.roots else list(comp._instructions)[-1]
+        comp.root = state.roots[0] if state.roots else state.last
         params: dict[int, HloInstruction] = {}
-        for inst in comp._instructions:
+        for inst in comp:
             if inst.opcode == "parameter":
-                at = inst.offset if inst.offset >= 0 else offset
+                at = inst.span.start if inst.span.start >= 0 else offset
                 try:
                     number = int(inst.payload or "")
                 except ValueError:
@@ -351,7 +359,7 @@ class _Parser:
         if sorted(params) != list(range(len(params))):
             bad = next(p for n, p in params.items() if n >= len(params))
             raise self.error(
-                bad.offset if bad.offset >= 0 else offset,
+                bad.span.start if bad.span.start >= 0 else offset,
                 f"parameter numbers of {comp.name!r} must be 0..{len(params) - 1}: "
                 f"{bad.name!r} is parameter({bad.payload.strip() if bad.payload else ''})",
             )
@@ -362,32 +370,26 @@ class _Parser:
         text = self.text
         n = len(text)
         fast = _FAST.match if self.fast else None
-        by_name = state.comp._by_name
-        leads = _leads
+        lookup = state.lookup
         while True:
             if fast is not None:
                 m = fast(text, pos)
                 if m is not None:
-                    inst = self.fast_instruction(state, m, by_name)
+                    inst = self.fast_instruction(state, m, lookup)
                     if inst is not None:
-                        q = m.end(1)
-                        end = m.end()
-                        lead = m.group(1)
-                        inst._lead = leads.get(lead) or _intern_lead(lead)
-                        inst._end = end
-                        inst.offset = q
-                        pos = end
+                        pos = inst.span.end
                         continue
             q = skip_trivia(text, pos)
             if q >= n:
-                last = next(reversed(state.comp._instructions), None)
-                if last is not None and last._text and _SWALLOWED_CLOSE.search(last._text):
+                last = state.last
+                line = text[last.span.start : last.span.end] if last is not None and last.span.start >= 0 else ""
+                if _SWALLOWED_CLOSE.search(line):
                     raise self.error(
-                        last.offset,
+                        last.span.start,  # type: ignore[union-attr]
                         f"unbalanced brackets in instruction {last.name!r}: a value opened here "
                         f"runs past the '}}' of computation {state.comp.name!r}",
                     )
-                opened, _ = line_col(text, state.comp.offset)
+                opened, _ = line_col(text, state.comp.span.start)  # type: ignore[union-attr]
                 raise self.error(
                     q,
                     f"missing '}}' closing computation {state.comp.name!r} "
@@ -396,15 +398,15 @@ class _Parser:
             if text[q] == "}":
                 return pos
             inst, end = self.slow_instruction(state, q)
-            inst._lead = _intern_lead(text[pos:q])
-            inst._end = end
-            inst.offset = q
+            span = inst.span
+            span.lead = _intern_lead(text[pos:q])
+            span.end = end
             pos = end
 
-    def fast_instruction(self, state: _CompState, m: re.Match[str], by_name: dict) -> HloInstruction | None:
+    def fast_instruction(self, state: _CompState, m: re.Match[str], lookup) -> HloInstruction | None:  # noqa: ANN001
         """The instruction on one XLA-printed line, or None to let the careful reader decide."""
-        _, root, pct, name, shape, opcode, ops, tail = m.groups()
-        if (opcode not in OPCODES and not is_known_opcode(opcode)) or name in by_name or (shape is None and name == "ROOT"):
+        lead, root, pct, name, shape, opcode, ops, tail = m.groups()
+        if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None or (shape is None and name == "ROOT"):
             return None
         if shape is None and _shape_required(opcode):
             return None
@@ -420,22 +422,19 @@ class _Parser:
             operands = []
             if ops:
                 for ref in ops.split(", "):  # XLA's separator; anything else is not found
-                    op = by_name.get(ref[1:] if ref[:1] == "%" else ref)
+                    op = lookup(ref[1:] if ref[:1] == "%" else ref)
                     if op is None:
                         return None  # the careful reader decides (and reports with a column)
                     operands.append(op)
-        inst = HloInstruction.__new__(HloInstruction)
-        _init_parsed(inst, name, opcode, shape, operands, payload, pct == "%")
-        inst._tail_start = m.start(8)
+        tail_start = m.start(8)
+        span = SourceSpan(_leads.get(lead) or _intern_lead(lead), m.end(1), tail_start, m.end(), percent=pct == "%")
+        inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
         if tail and _NEEDS_ATTRS.search(tail):
-            attrs = _quick_references(tail, m.start(8))
+            attrs = _quick_references(tail, tail_start)
             if attrs is None:
-                attrs, _ = split_attributes(self.text, m.start(8), m.end())
+                attrs, _ = split_attributes(self.text, tail_start, m.end())
             self.resolve_references(state, inst, attrs)
-        comp = state.comp
-        inst.parent = comp  # HloComputation._attach, inlined on the hot path
-        comp._instructions[inst] = None
-        by_name[name] = inst
+        state.append(inst)
         if root:
             state.roots.append(inst)
         return inst
@@ -451,28 +450,27 @@ class _Parser:
             tok, start, end = next_token(text, end)
         if tok.endswith(":") or not tok or not IDENT.fullmatch(tok.lstrip("%")):
             raise self.error(start, "expected instruction name")
-        pct = tok.startswith("%")
         name = tok.lstrip("%")
-        if name in comp._by_name:
+        if state.lookup(name) is not None:
             raise self.error(start, f"duplicate instruction name {name!r} in computation {comp.name!r}")
         pos = self.expect(end, "=")
-        inst, pos = self.parse_instruction_rest(state, name, pct, skip_trivia(text, pos))
-        tail_start = pos
+        span = SourceSpan("", q, percent=tok.startswith("%"))
+        inst, pos = self.parse_instruction_rest(state, name, span, skip_trivia(text, pos))
+        span.tail_start = pos
         attrs, pos = split_attributes(text, pos)
-        inst._tail_start = tail_start
         seen: set[str] = set()
         for key, _, off in attrs:
             if key in seen:
                 raise self.error(off - len(key) - 1, f"duplicate attribute {key!r}")
             seen.add(key)
         self.resolve_references(state, inst, attrs)
-        comp._attach(inst)
+        state.append(inst)
         if is_root:
             state.roots.append(inst)
         return inst, pos
 
     def parse_instruction_rest(
-        self, state: _CompState, name: str, pct: bool, pos: int
+        self, state: _CompState, name: str, span: SourceSpan, pos: int
     ) -> tuple[HloInstruction, int]:
         """`shape? opcode(operands)` at `pos`; returns the new instruction and the end."""
         text = self.text
@@ -505,12 +503,11 @@ class _Parser:
         else:
             refs, pos, operand_shapes = self.parse_operands(state, popen)
             operands = [self.resolve_operand(state, r) for r in refs]
-        inst = HloInstruction.__new__(HloInstruction)
-        _init_parsed(inst, name, opcode, shape_text, operands, payload, pct)
-        inst._operand_shapes = operand_shapes
+        span.operand_shapes = operand_shapes
+        inst = HloInstruction.from_source(name, opcode, shape_text, operands, payload, span)
         for ref in refs:
             if ref.nested is not None:
-                ref.nested.host = inst
+                ref.nested.span.host = inst
         return inst, pos
 
     def parse_operands(self, state: _CompState, popen: int) -> tuple[list[_Operand], int, bool]:
@@ -557,18 +554,18 @@ class _Parser:
         # XLA names them `<opcode>.anon`, then `<opcode>.anon.1`, `.2`, ...
         name = base = f"{tok}.anon"
         k = 0
-        while name in state.comp._by_name:
+        while state.lookup(name) is not None:
             k += 1
             name = f"{base}.{k}"
-        inst, pos = self.parse_instruction_rest(state, name, False, shape_at)
-        inst._text = None
-        state.comp._attach(inst)
+        # It has no line of its own: printed inside its host's, or regenerated.
+        inst, pos = self.parse_instruction_rest(state, name, SourceSpan(percent=False), shape_at)
+        state.append(inst)
         return inst, pos
 
     def resolve_operand(self, state: _CompState, ref: _Operand) -> HloInstruction:
         if ref.nested is not None:
             return ref.nested
-        base = state.comp._by_name.get(ref.name)
+        base = state.lookup(ref.name)
         if base is None:
             raise self.error(ref.offset, f"use of undefined instruction {ref.name!r}")
         if not ref.indices:
@@ -584,9 +581,9 @@ class _Parser:
             if gte is None:
                 name = base.name + "".join(f"_{i}" for i in indices[:depth])
                 gte = HloInstruction(name, "get-tuple-element", None, [current], [("index", str(indices[depth - 1]))])
-                gte.compact_gte_base = key
-                gte._percent = base._percent
-                state.comp._attach(gte)
+                gte.span = SourceSpan(percent=base.span.percent)
+                gte.span.compact_gte_base = key
+                state.append(gte)
                 state.compact[key] = gte
             current = gte
         return current
@@ -608,7 +605,7 @@ class _Parser:
                         callee.fusion_instruction = inst
             elif key == "control-predecessors":
                 for pname, poff in _name_list(raw, off):
-                    pred = state.comp._by_name.get(pname)
+                    pred = state.lookup(pname)
                     if pred is None:
                         raise self.error(poff, f"unknown control predecessor {pname!r}")
                     inst.control_predecessors = [*inst.control_predecessors, pred]
@@ -693,47 +690,6 @@ def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None
         return None
     found.sort()
     return [(key, raw, base + at) for at, key, raw in found]
-
-
-_NONE: tuple = ()
-
-
-def _init_parsed(
-    inst: HloInstruction,
-    name: str,
-    opcode: str,
-    shape_text: str | None,
-    operands: list[HloInstruction],
-    payload: str | None,
-    percent: bool,
-) -> None:
-    """Fill a parsed instruction's slots without the generic constructor's work."""
-    inst.name = name
-    inst.opcode = opcode
-    inst.parent = None
-    inst.operands = operands
-    inst._users = {}
-    # Edges and callees are rare: share one empty tuple until a list is needed.
-    inst.control_predecessors = _NONE
-    inst.control_successors = _NONE
-    inst.called_computations = _NONE
-    inst._shape_text = shape_text
-    inst._shape = None
-    inst._payload = payload
-    inst._attrs = None
-    inst._attr_raw = ""
-    inst._tail_start = -1
-    inst._end = -1
-    inst._lead = ""
-    inst._dirty = False
-    inst._percent = percent
-    inst._operand_shapes = False
-    inst._cache = None
-    inst.offset = -1
-    inst.compact_gte_base = None
-    inst.host = None
-    for op in operands:
-        op._users[inst] = None
 
 
 _NAME_IN_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")

@@ -7,6 +7,8 @@ import re
 from typing import ClassVar
 
 SKIP_RE = re.compile(r"(?:[ \t\r\n]+|/\*.*?\*/|//[^\n]*)*", re.S)
+_INT_RE = re.compile(r"-?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class TextSyntaxError(ValueError):
@@ -54,3 +56,15 @@ class TextCursor:
     def expect(self, token: str, context: str) -> None:
         if not self.eat(token):
             raise self.error(f"expected '{token}' {context}, found {self.describe()}")
+
+    def integer(self, context: str) -> int:
+        """A signed integer that fits XLA's int64."""
+        self.skip()
+        m = _INT_RE.match(self.text, self.pos)
+        if m is None:
+            raise self.error(f"expected an integer {context}, found {self.describe()}")
+        value = int(m.group())
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise self.error(f"integer {m.group()} does not fit in int64")
+        self.pos = m.end()
+        return value

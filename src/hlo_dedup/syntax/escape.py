@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .._syntax import TextSyntaxError
+from .cursor import TextSyntaxError
 
 __all__ = ["UnescapeError", "c_escape", "c_unescape"]
 

@@ -1,5 +1,7 @@
 """Structural verifier: the IR invariants passes rely on (a subset of XLA's HloVerifier).
 
+It uses only the IR's public interface, as a pass would.
+
 `verify_structure(module)` checks, for every computation:
 
 * each operand and control edge stays inside the computation, and operand/user and
@@ -19,14 +21,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .ir.instruction import HloIrError
-from .ir.shape import UNBOUNDED_SIZE, Shape, shapes_compatible
-from .text.errors import HloParseError
+from .instruction import HloIrError
+from .shape import UNBOUNDED_SIZE, Shape, shapes_compatible
+from ..syntax.errors import HloParseError
 
 if TYPE_CHECKING:
-    from .ir.computation import HloComputation
-    from .ir.instruction import HloInstruction
-    from .ir.module import HloModule
+    from .computation import HloComputation
+    from .instruction import HloInstruction
+    from .module import HloModule
 
 __all__ = ["HloVerifyError", "verify_structure"]
 
@@ -49,9 +51,9 @@ class HloVerifyError(ValueError):
 
 def _fail(comp: HloComputation | None, inst: HloInstruction | None, message: str) -> HloVerifyError:
     location = ""
-    if inst is not None and inst.offset >= 0 and comp is not None and comp.parent is not None:
-        module = comp.parent
-        line, column = module.source_location(inst.offset)
+    module = comp.parent if comp is not None else None
+    if inst is not None and inst.span.start >= 0 and module is not None and module.source is not None:
+        line, column = module.source.location(inst.span.start)
         if line:
             location = f" (defined at {module.filename}:{line}:{column})"
     return HloVerifyError(
@@ -73,24 +75,23 @@ def verify_structure(module: HloModule) -> None:
             raise _fail(comp, None, "computation's parent is not this module")
     # Edges first, from the using side, so a bad operand is reported at its user.
     for comp in computations:
-        for inst in comp._instructions:
+        for inst in comp:
             _verify_uses(comp, inst)
     for comp in computations:
         _verify_computation(module, comp)
 
 
 def _verify_computation(module: HloModule, comp: HloComputation) -> None:
-    members = comp._instructions
-    if not members:
+    if not len(comp):
         raise _fail(comp, None, "computation has no instructions")
     root = comp.root
     if root is None:
         raise _fail(comp, None, "computation has no root")
-    if root.parent is not comp or root not in members:
+    if root.parent is not comp or root not in comp:
         raise _fail(comp, root, "root instruction does not belong to the computation")
 
     names: dict[str, HloInstruction] = {}
-    for inst in members:
+    for inst in comp:
         if inst.parent is not comp:
             raise _fail(comp, inst, "instruction's parent is not this computation")
         if inst.name in names:
@@ -103,21 +104,20 @@ def _verify_computation(module: HloModule, comp: HloComputation) -> None:
 
     _verify_parameters(comp)
     _verify_acyclic(comp)
-    for inst in members:
+    for inst in comp:
         _verify_shape(module, comp, inst)
 
 
 def _verify_uses(comp: HloComputation, inst: HloInstruction) -> None:
     """Operands and control predecessors: in this computation, and linked back."""
-    members = comp._instructions
     for i, op in enumerate(inst.operands):
-        if op.parent is not comp or op not in members:
+        if op.parent is not comp or op not in comp:
             where = op.parent.name if op.parent is not None else "no computation"
             raise _fail(comp, inst, f"operand {i} ({op.name!r}) is defined in {where}, not in this computation")
-        if inst not in op._users:
+        if not inst.is_user_of(op):
             raise _fail(comp, inst, f"operand {i} ({op.name!r}) does not list this instruction as a user")
     for pred in inst.control_predecessors:
-        if pred.parent is not comp or pred not in members:
+        if pred.parent is not comp or pred not in comp:
             raise _fail(comp, inst, f"control predecessor {pred.name!r} is not in this computation")
         if inst not in pred.control_successors:
             raise _fail(comp, inst, f"control predecessor {pred.name!r} does not list this instruction as a successor")
@@ -125,26 +125,25 @@ def _verify_uses(comp: HloComputation, inst: HloInstruction) -> None:
 
 def _verify_edges(comp: HloComputation, inst: HloInstruction) -> None:
     """Users and control successors: in this computation, and linked back."""
-    members = comp._instructions
-    for user in inst._users:
-        if user.parent is not comp or user not in members:
+    for user in inst.users:
+        if user.parent is not comp or user not in comp:
             raise _fail(comp, inst, f"user {user.name!r} is not in this computation")
         if not any(op is inst for op in user.operands):
             raise _fail(comp, inst, f"user {user.name!r} does not have this instruction as an operand")
     for succ in inst.control_successors:
-        if succ.parent is not comp or succ not in members:
+        if succ.parent is not comp or succ not in comp:
             raise _fail(comp, inst, f"control successor {succ.name!r} is not in this computation")
         if inst not in succ.control_predecessors:
             raise _fail(comp, inst, f"control successor {succ.name!r} does not list this instruction as a predecessor")
 
 
 def _verify_parameters(comp: HloComputation) -> None:
-    found = [inst for inst in comp._instructions if inst.opcode == "parameter"]
+    found = [inst for inst in comp if inst.opcode == "parameter"]
     listed = comp.parameters
     for i, param in enumerate(listed):
         if param.opcode != "parameter":
             raise _fail(comp, param, f"parameters[{i}] is a {param.opcode}, not a parameter")
-        if param.parent is not comp or param not in comp._instructions:
+        if param.parent is not comp or param not in comp:
             raise _fail(comp, param, f"parameters[{i}] is not in this computation")
         number = _checked(comp, param, lambda p=param: p.parameter_number)
         if number != i:
@@ -157,7 +156,7 @@ def _verify_parameters(comp: HloComputation) -> None:
 def _verify_acyclic(comp: HloComputation) -> None:
     """Iterative DFS over operands and control predecessors (all in this computation)."""
     state: dict[HloInstruction, int] = {}  # 1 = on the stack, 2 = done
-    for start in comp._instructions:
+    for start in comp:
         if start in state:
             continue
         stack = [(start, iter([*start.operands, *start.control_predecessors]))]

@@ -1,8 +1,8 @@
-"""IR → HLO text.
+"""The IR prints itself as HLO text (XLA's model: the printer is part of the IR).
 
 Unchanged instructions, computation headers and the module header are re-emitted from
-their source text. Anything a pass created or edited is printed in XLA's own format
-(hlo-text-format §5.1, §10), so XLA's parser reads it back.
+their source text (`ir.source`). Anything a pass created or edited is printed in XLA's
+own format (hlo-text-format §5.1, §10), so XLA's parser reads it back.
 """
 
 from __future__ import annotations
@@ -11,28 +11,29 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..ir.shape import Shape
+from ..syntax.lexer import ScanError, skip_trivia
+from .shape import Shape
 
 if TYPE_CHECKING:
-    from ..ir.computation import HloComputation
-    from ..ir.instruction import HloInstruction
-    from ..ir.module import HloModule
+    from .computation import HloComputation
+    from .instruction import HloInstruction
+    from .module import HloModule
 
 
 def operand_reference(inst: HloInstruction, user: HloInstruction) -> str:
     """How `user` names its operand `inst`: `%x`, compact `%t#0`, or old `f32[2]{0} %x`."""
-    pct = "%" if user._percent else ""
-    if inst.compact_gte_base is not None and not inst.is_root:
+    pct = "%" if user.span.percent else ""
+    if inst.span.compact_gte_base is not None and not inst.is_root:
         # Walk the live operand chain (not the parse-time base): RAUW may have re-pointed it.
         indices: list[int] = []
         node = inst
-        while node.compact_gte_base is not None and not node.is_root and node.operands:
+        while node.span.compact_gte_base is not None and not node.is_root and node.operands:
             indices.append(node.tuple_index)
             node = node.operands[0]
         ref = pct + node.name + "".join(f"#{i}" for i in reversed(indices))
     else:
         ref = pct + inst.name
-    if user._operand_shapes and inst.shape_text is not None:
+    if user.span.operand_shapes and inst.shape_text is not None:
         return f"{inst.shape_text} {ref}"
     return ref
 
@@ -89,14 +90,14 @@ def format_attributes(inst: HloInstruction) -> str:
 
 
 def _control_value(inst: HloInstruction) -> str:
-    pct = "%" if inst._percent else ""
+    pct = "%" if inst.span.percent else ""
     return "{" + ", ".join(pct + p.name for p in inst.control_predecessors) + "}"
 
 
 def format_instruction(inst: HloInstruction) -> str:
     """One instruction line in XLA's default print form (no indentation)."""
     root = "ROOT " if inst.is_root else ""
-    pct = "%" if inst._percent else ""
+    pct = "%" if inst.span.percent else ""
     # A result shape the source left out stays out: XLA's parser infers it (and may
     # correct an inconsistent hand-written operand shape while doing so).
     shape = f"{inst.shape_text} " if inst.shape_text is not None else ""
@@ -120,20 +121,20 @@ def _signature(comp: HloComputation) -> str:
 
 
 def format_computation_head(comp: HloComputation) -> str:
-    if comp._sig and comp._head is not None:
-        return comp._head
+    span = comp.span
+    if comp._sig and span is not None:
+        return span.head
     lead = "\n\n"
-    if comp._head is not None:
+    if span is not None:
         # Keep the whitespace and comments (lit CHECK lines) before the header.
-        from .lexer import ScanError, skip_trivia
-
+        head = span.head
         try:
-            lead = comp._head[: skip_trivia(comp._head, 0)]
+            lead = head[: skip_trivia(head, 0)]
         except ScanError:
-            lead = comp._head[: len(comp._head) - len(comp._head.lstrip())]
+            lead = head[: len(head) - len(head.lstrip())]
     entry = "ENTRY " if comp.is_entry else ""
-    pct = "%" if comp._percent else ""
-    sig = _signature(comp) if comp.has_signature else ""
+    pct = "%" if comp.percent else ""
+    sig = _signature(comp) if span is None or span.has_signature else ""
     return f"{lead}{entry}{pct}{comp.name}{sig} {{"
 
 
@@ -166,14 +167,15 @@ def _emission_order(comp: HloComputation) -> list[HloInstruction]:
 
 def _hidden(inst: HloInstruction) -> bool:
     """Instructions whose text lives inside another line (nested, compact GTE)."""
-    if inst.compact_gte_base is not None:
+    span = inst.span
+    if span.compact_gte_base is not None:
         return not inst.is_root
     # A nested operand lives in the nearest enclosing instruction that still has its line.
-    host = inst.host
+    host = span.host
     while host is not None and host.parent is inst.parent:
-        if host._text is not None:
+        if host.source_line is not None:
             return True
-        host = host.host
+        host = host.span.host
     return False
 
 
@@ -182,35 +184,38 @@ def format_computation(comp: HloComputation) -> str:
     source are copied as one slice of it; the rest are printed line by line."""
     parts = [format_computation_head(comp)]
     module = comp.parent
-    source = module._source if module is not None else None
+    source = module.source.text if module is not None and module.source is not None else None
     run_start = run_end = -1
     for inst in _emission_order(comp):
         if _hidden(inst):
             continue
-        if source is not None and not inst._dirty and inst._end >= 0:
-            lead_start = inst.offset - len(inst._lead)
+        span = inst.span
+        if source is not None and not span.edited and span.end >= 0:
+            lead_start = span.start - len(span.lead)
             if lead_start != run_end:
                 if run_end >= 0:
                     parts.append(source[run_start:run_end])
                 run_start = lead_start
-            run_end = inst._end
+            run_end = span.end
             continue
         if run_end >= 0:
             parts.append(source[run_start:run_end])  # type: ignore[index]
             run_start = run_end = -1
-        parts.append(inst._lead or "\n  ")
+        parts.append(span.lead or "\n  ")
         parts.append(format_instruction(inst))
     if run_end >= 0:
         parts.append(source[run_start:run_end])  # type: ignore[index]
-    parts.append(comp._tail)
+    parts.append(comp.span.tail if comp.span is not None else "\n}")
     return "".join(parts)
 
 
 def format_module(module: HloModule) -> str:
-    parts = [module._head or ""]
-    if module._head is None:
+    source = module.source
+    if source is not None:
+        parts = [source.head]
+    else:
         parts = [f"HloModule {module.name}" + "".join(f", {k}={v}" for k, v in module.header_attributes)]
     for comp in module.computations:
         parts.append(format_computation(comp))
-    parts.append(module._tail)
+    parts.append(source.tail if source is not None else "\n")
     return "".join(parts)

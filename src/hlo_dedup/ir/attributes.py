@@ -1,7 +1,9 @@
-"""Typed decoding of raw attribute values, done lazily on first access.
+"""Typed decoding of an instruction's raw attribute values, done on first access.
 
-Errors name the file, line and column of the offending value, like parse errors do,
-because a bad value is only discovered when a pass first reads it.
+The IR keeps attributes as the text it was read from (XLA keeps a backend config as its
+raw string the same way) and decodes a value only when a pass asks for it. Errors name
+the file, line and column of the offending value, like parse errors do, because a bad
+value is only discovered when a pass first reads it.
 """
 
 from __future__ import annotations
@@ -9,13 +11,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .errors import HloParseError
-from .escape import c_unescape
-from .lexer import ScanError, attribute_value_end, split_attributes
+from ..syntax.errors import HloParseError
+from ..syntax.escape import c_unescape
+from ..syntax.lexer import ScanError, attribute_value_end, split_attributes
 
 if TYPE_CHECKING:
-    from ..ir.instruction import HloInstruction
-    from ..ir.replica_groups import ReplicaGroups
+    from .instruction import HloInstruction
+    from .replica_groups import ReplicaGroups
 
 _INT = re.compile(r"-?\d+")
 # Values that need no scanner: a word, an int list, a list of int lists, an iota device
@@ -32,10 +34,10 @@ def _location(inst: HloInstruction, needle: str) -> tuple[str, int, int]:
     module = inst.module
     if module is None:
         return "<string>", 0, 0
-    text = inst._text
-    if text is None or inst.offset < 0:
+    text = inst.source_line
+    if text is None or module.source is None:
         return module.filename, 0, 0
-    line, column = module.source_location(inst.offset + max(text.find(needle), 0))
+    line, column = module.source.location(inst.span.start + max(text.find(needle), 0))
     return module.filename, line, column
 
 
@@ -170,7 +172,7 @@ def decode_slice(inst: HloInstruction) -> tuple[tuple[int, ...], tuple[int, ...]
 
 
 def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
-    from ..ir.replica_groups import ReplicaGroups
+    from .replica_groups import ReplicaGroups
 
     raw = inst.attr("replica_groups")
     try:
