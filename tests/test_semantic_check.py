@@ -136,7 +136,8 @@ def hazard_reports() -> dict[str, dict]:
 def test_hazard_faithful_miscompiles_strict_is_equal(stem: str, hazard_reports: dict) -> None:
     case = hazard_reports[stem]
     result = case["faithful_result"]
-    assert len(result.folds) == 1 and result.hazards and not any(h.refused for h in result.hazards)
+    assert result.folds and all(f.hazardous for f in result.folds)
+    assert len(result.hazards) == len(result.folds) and not any(h.refused for h in result.hazards)
     report = case["faithful_report"]
     assert report.status == "different", report.summary()
     assert report.exit_code == 1 and report.per_device and report.max_abs_diff > 0
@@ -149,7 +150,8 @@ def test_hazard_faithful_miscompiles_strict_is_equal(stem: str, hazard_reports: 
 
 def test_hazard_fixtures_cover_the_brief() -> None:
     assert {p.stem for p in HAZARD_FILES} >= {
-        "tunnelled_inner_groups", "channel_mode", "multi_operand", "gather_dimension"
+        "tunnelled_inner_groups", "channel_mode", "multi_operand", "gather_dimension",
+        "tunnelled_inner_operands", "tunnelled_inner_mode",
     }
     header = (HAZARDS / "channel_mode.hlo").read_text()
     assert "replica_count=2, num_partitions=2" in header
