@@ -4,8 +4,9 @@
 timings, and how it ended: exit status and the one error line). It never raises for a bad
 input, a failing pass or a failed write; the error is in the result. Single-file mode
 (`run_file`) and batch mode (`hlo_dedup.batch`, in worker processes) both call it; both then
-render the run's aggregate outputs — `--report`, `--dot` — from a `RunReport` through
-`write_report_outputs`, so every output means the same in both modes.
+render the run's aggregate outputs — `--report`, `--dot` — from a `RunReport` with the
+renderers `report_outputs` lists, so every output means the same in both modes (a new one,
+such as an HTML page, is one more renderer there and one more `RunOptions` field).
 """
 
 from __future__ import annotations
