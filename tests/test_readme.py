@@ -30,21 +30,49 @@ def test_quick_start_script_runs_the_passes_on_the_bundled_example() -> None:
     assert (REPO / "out" / "report.json").exists()
 
 
-def test_python_example_in_readme_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    block = re.search(r"```python\n(.*?)```", README, re.S)
-    assert block is not None, "README lost its Python example"
-    (tmp_path / "examples").mkdir()
-    shutil.copy(REPO / "examples" / "fsdp_remat_grad.hlo", tmp_path / "examples")
-    done = subprocess.run(
-        [sys.executable, "-c", block.group(1)],
-        cwd=tmp_path,
+def _run_python(code: str, cwd) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )
+
+
+def test_python_examples_in_readme_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    assert len(blocks) == 2, "README lost a Python example"
+    (tmp_path / "examples").mkdir()
+    shutil.copy(REPO / "examples" / "fsdp_remat_grad.hlo", tmp_path / "examples")
+    done = _run_python(blocks[0], tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("True 2 []"), done.stdout
     assert "all_gather.4 <- all_gather.6" in done.stdout
     written = (tmp_path / "fsdp_remat_grad.dedup.hlo").read_text()
     assert written.count("all-gather(") == 6
+
+    done = _run_python(blocks[1], tmp_path)  # the run path, strict: the same two folds are safe
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "0 None [2]\n"
+    assert (tmp_path / "fsdp.strict.hlo").read_text() == written
+
+
+def test_readme_names_what_exists() -> None:
+    """The layout names real modules, and the batch-mode suffixes are the ones batch mode uses."""
+    from hlo_dedup.io.formats import INPUT_SUFFIXES
+
+    layout = re.search(r"## Layout\n\n```\n(.*?)```", README, re.S)
+    assert layout is not None
+    package = REPO / "src" / "hlo_dedup"
+    src = layout.group(1).split("\ntests/")[0]  # the package's part of the tree
+    names = set(re.findall(r"\b(\w+\.(?:py|json))\b", src))
+    assert {"run.py", "batch.py", "cli.py", "equivalence.py", "schema.json"} <= names
+    existing = {p.name for p in package.rglob("*") if p.is_file()}
+    assert names <= existing, names - existing
+    for folder in re.findall(r"^  (\w+)/", src, re.M):
+        assert (package / folder).is_dir(), folder
+    sentence = re.search(r"a directory is searched for every file named like an input \(([^)]*)\)", README)
+    assert sentence is not None
+    assert re.findall(r"`(\.\w+)`", sentence.group(1)) == list(INPUT_SUFFIXES)

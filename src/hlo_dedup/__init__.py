@@ -24,13 +24,11 @@ __version__ = "0.1.0"
 Result = PipelineResult
 
 
-def _looks_like_text(source: str) -> bool:
-    return "\n" in source or source.lstrip().startswith(("HloModule", "ENTRY", "%", "//"))
-
-
 def load_all(source: str | os.PathLike[str], *, spmd: bool = True, format: str | None = None) -> list[HloModule]:
-    """Every module in a file, in HLO text or a proto container, or in a text string."""
-    if isinstance(source, str) and _looks_like_text(source):
+    """Every module in a file (HLO text or a proto container, as `hlo-dedup` reads it) or in
+    a string of HLO text. A string with a line break is the text itself (every module XLA
+    prints spans lines; no file name has one), any other string a path."""
+    if isinstance(source, str) and "\n" in source:
         return parse_modules(source, "<string>", spmd=spmd)
     from .io.formats import read_modules
 

@@ -1,46 +1,30 @@
-"""`hlo-dedup`: an hlo-opt-style driver for the dedup passes.
+"""`hlo-dedup`: an hlo-opt-style driver for the dedup passes — the command line only.
 
     hlo-dedup [INPUT|-] [-o OUTPUT] [--passes=p1,p2,...] [--list-passes]
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
-              [--strict] [--spmd | --no-spmd] [--verify]
+              [--dot=FILE.dot] [--strict] [--spmd | --no-spmd] [--verify]
     hlo-dedup INPUT... --output-dir OUT [-j N] [the options above]     (batch mode)
     hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--json]
 
-Exit status: 0 success; 1 a pass failed (e.g. a RET_CHECK) — nothing is written; 2 a usage,
+This module parses the arguments into `hlo_dedup.run.RunOptions`, hands them to
+`run.run_file` (one input) or `batch.run_batch` (several), and turns errors into exit
+statuses: 0 success; 1 a pass failed (e.g. a RET_CHECK) — nothing is written; 2 a usage,
 I/O or parse error, reported on one line (`file:line:col: error: ...` for HLO text).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import os
+import json
 import sys
-import time
-from typing import NoReturn, Sequence
+from typing import NoReturn, Sequence, TextIO
 
 from . import __version__
-from .io.formats import (
-    INPUT_FORMATS,
-    OUTPUT_FORMATS,
-    STDIO,
-    FormatError,
-    detect_format,
-    display_name,
-    modules_from_bytes,
-    output_format_for,
-    read_source,
-    render_modules,
-    write_output,
-)
-from .ir.instruction import HloIrError
-from .passes import DEFAULT_PIPELINE, PassError, Pipeline, pass_names
-from .report import ModuleRun, RunReport
-from .text import HloParseError
-
-PROG = "hlo-dedup"
-EXIT_OK, EXIT_PASS_FAILED, EXIT_USAGE = 0, 1, 2
+from .io.formats import INPUT_FORMATS, INPUT_SUFFIXES, OUTPUT_FORMATS, STDIO, output_format_for
+from .passes import DEFAULT_PIPELINE, pass_names
+from .report import EXIT_INPUT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from .run import PROG, RunOptions, UsageError, describe_failure, run_file, write_line
 
 DESCRIPTION = """\
 Run the Neuron compiler's dedup passes on an XLA HLO module, like XLA's hlo-opt.
@@ -61,23 +45,21 @@ formats:
 --passes is given. --passes= (empty) runs no pass: a format conversion or round trip.
 
 A summary of each pass (folds, bytes removed, hazards) goes to stderr; --report also writes
-it as JSON (schema: hlo_dedup/report_schema.json). Outputs are written atomically and only
-after every pass succeeded; -o may name the input.
+it as JSON (schema: hlo_dedup/report/schema.json) and --dot draws it. Outputs are written
+atomically and only after every pass succeeded; -o may name the input.
 
-batch mode (several INPUTs, or --output-dir): each INPUT is a file, a directory (every *.hlo,
-*.txt, *.pb, *.pbtxt beneath it, recursively, sorted; hidden entries skipped) or a glob pattern
+batch mode (several INPUTs, or --output-dir): each INPUT is a file, a directory (every
+{suffixes} beneath it, recursively, sorted; hidden entries skipped) or a glob pattern
 (quoted; ** recurses). Each file is processed as a single-file run would, by a pool of -j
 worker processes (default: the CPU count), and written to OUT under its path relative to its
 directory or the glob's fixed prefix (a plain file: its name). A failing file does not stop
-the others; failures are listed at the end. --report holds one entry per file (`inputs`).
+the others; failures are listed at the end. --report covers every file (one `inputs` entry
+each), --dot draws every module written.
 
-exit status: 0 success, 1 a pass failed (nothing written), 2 usage, I/O or parse error.
+exit status: 0 success, 1 a pass failed or --verify found a difference (nothing written),
+2 usage, I/O or parse error, or a module --verify could not run on XLA:CPU.
 In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0.
 """
-
-
-class UsageError(Exception):
-    """A command-line mistake: exit 2 with one line."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description=DESCRIPTION.format(default=", ".join(DEFAULT_PIPELINE)),
-        epilog=EPILOG,
+        epilog=EPILOG.format(suffixes=", ".join("*" + s for s in INPUT_SUFFIXES)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
@@ -126,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="read modules as SPMD programs (default); --no-spmd is XLA's text-loader default")
     parser.add_argument("--verify", action="store_true",
                         help="before writing, run input and output on XLA:CPU and require bitwise-equal "
-                             "results (needs the xla extra); a difference is exit 1, nothing written")
+                             "results (needs the xla extra); nothing is written on a difference (exit 1) "
+                             "or when XLA:CPU cannot run a module (exit 2), as with `hlo-dedup verify`")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -152,252 +135,177 @@ def _pass_list(raw: str | None, emit_proto: bool) -> tuple[str, ...]:
     return names
 
 
-def _one_line(text: str) -> str:
-    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+def options_from_args(args: argparse.Namespace) -> RunOptions:
+    """The typed options of a parsed command line."""
+    return RunOptions(
+        passes=_pass_list(args.passes, args.emit_proto),
+        input_format=args.format,
+        output_format="pbtxt" if args.emit_proto else args.output_format,
+        split_input_file=args.split_input_file,
+        strict=args.strict,
+        spmd=args.spmd,
+        verify=args.verify,
+        v=args.v,
+        vmodule=args.vmodule,
+        report=args.report,
+        dot=args.dot,
+    )
 
 
-class _Run:
-    """One invocation, after argument parsing."""
-
-    def __init__(self, args: argparse.Namespace, stdin, stdout, stderr) -> None:
-        self.args = args
-        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
-
-    def execute(self) -> int:
-        """One input to one output. The cyclic garbage collector is paused for the run: the
-        IR is millions of long-lived objects it would rescan again and again for nothing."""
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return self._execute()
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-
-    def _execute(self) -> int:
-        args = self.args
-        passes = _pass_list(args.passes, args.emit_proto)
-        out_fmt = "pbtxt" if args.emit_proto else output_format_for(args.output, args.output_format)
-        if args.output == STDIO and out_fmt == "pb" and _isatty(self.stdout):
-            raise UsageError("refusing to write a binary proto to a terminal; use -o FILE")
-        if args.report == STDIO and args.output == STDIO:
-            raise UsageError("--report - writes the JSON to standard output, which holds the module: add -o FILE")
-        if args.input == STDIO and _isatty(self.stdin):
-            raise UsageError("no input: give a file, or - with standard input redirected")
-
-        from . import logs
-
-        try:
-            logs.configure(args.v, args.vmodule, self.stderr)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-
-        from .progress import make_progress
-
-        # Log lines and a live display would interleave on stderr: verbose runs show no display.
-        progress = make_progress(self.stderr, enabled=None if not (args.v or args.vmodule) else False)
-        name = display_name(args.input)
-        with progress:
-            # --- parse
-            progress.phase(f"parse {name}")
-            t0 = time.perf_counter()
-            try:
-                data = read_source(args.input, self.stdin_buffer())
-            except OSError as exc:
-                raise FormatError(name, exc.strerror or str(exc)) from None
-            in_fmt = args.format or detect_format(args.input, data)
-            modules = modules_from_bytes(data, name, spmd=args.spmd, format=in_fmt,
-                                         split_input_file=args.split_input_file)
-            del data
-            report = RunReport(args.input, args.output, in_fmt, out_fmt, passes,
-                               strict=args.strict, spmd=args.spmd)
-            self.report = report
-            report.timings["parse"] = time.perf_counter() - t0
-            if out_fmt != "hlo" and len(modules) != 1:
-                raise FormatError(display_name(args.output), f"{out_fmt} output holds one module, "
-                                  f"the input has {len(modules)} (write HLO text instead)")
-
-            befores = [m.to_text() for m in modules] if args.verify else []
-
-            # --- passes
-            steps = [f"{m.name}: {p}" for m in modules for p in passes]
-            progress.phase(steps[0] if steps else "passes", total=len(steps))
-            t0 = time.perf_counter()
-            failure: str | None = None
-            done = 0
-            for index, module in enumerate(modules):
-                run = ModuleRun(module.name, args.input, index)
-                report.modules.append(run)
-                pipeline = Pipeline.from_names(passes, strict=args.strict)
-                started = time.perf_counter()
-
-                def after_pass(p, result, run=run) -> None:
-                    nonlocal done
-                    run.passes.append(result)
-                    done += 1
-                    progress.advance(steps[done] if done < len(steps) else None)
-
-                try:
-                    pipeline.run(module, after_pass=after_pass)
-                except Exception as exc:  # noqa: BLE001 - a pass failing in any way is exit 1
-                    failed = passes[len(run.passes)]
-                    detail = _one_line(exc)
-                    if not isinstance(exc, (PassError, HloIrError)):
-                        detail = f"internal error: {type(exc).__name__}: {detail}"
-                        if args.v >= 1:
-                            import traceback
-
-                            traceback.print_exc(file=self.stderr)
-                    failure = f"{name}: error: pass {failed} failed on module {module.name}: {detail}"
-                    break
-                run.seconds = time.perf_counter() - started
-            report.timings["passes"] = time.perf_counter() - t0
-
-            if failure is None:
-                # --- print
-                progress.phase("print")
-                t0 = time.perf_counter()
-                payload = render_modules(modules, out_fmt, display_name(args.output))
-                rendered = time.perf_counter() - t0
-
-        # The display is gone before anything is written (stdout may be the same terminal).
-        if failure is None and args.verify:
-            failure = self.verify(befores, modules)
-        if failure is not None:
-            self.error(failure)
-            return EXIT_PASS_FAILED
-        t0 = time.perf_counter()
-        write_output(payload, args.output, self.stdout_buffer())
-        report.timings["print"] = rendered + time.perf_counter() - t0
-
-        if getattr(args, "dot", None):
-            from .fold_graph import folds_to_dot
-            from .io.files import write_atomic
-
-            try:
-                write_atomic(args.dot, folds_to_dot(report.modules))
-            except OSError as exc:
-                raise FormatError(args.dot, exc.strerror or str(exc)) from None
-        if args.report:
-            from .io.files import write_atomic
-
-            try:
-                if args.report == STDIO:
-                    write_output(report.dumps().encode(), STDIO, self.stdout_buffer())
-                else:
-                    write_atomic(args.report, report.dumps())
-            except OSError as exc:
-                raise FormatError(args.report, exc.strerror or str(exc)) from None
-        self.stderr.write(report.summary())
-        self.stderr.flush()
-        return EXIT_OK
-
-    def verify(self, befores: list[str], modules: list) -> str | None:
-        """`--verify`: the rewrite must compute bitwise what the input computed."""
-        from .cli_verify import verify_output
-
-        for before, module in zip(befores, modules):
-            status = verify_output(before, module.to_text(), stream=self.stderr, label=f"verify {module.name}")
-            if status == 1:
-                return f"{display_name(self.args.input)}: error: --verify: module {module.name} computes different results after the passes; nothing written"
-            if status == 2:
-                return f"{display_name(self.args.input)}: error: --verify: module {module.name} could not be run on XLA:CPU; nothing written"
-        return None
-
-    def stdin_buffer(self):
-        return getattr(self.stdin, "buffer", self.stdin)
-
-    def stdout_buffer(self):
-        return getattr(self.stdout, "buffer", self.stdout)
-
-    def error(self, line: str) -> None:
-        self.stderr.write(line.rstrip("\n") + "\n")
-        self.stderr.flush()
+def _check_batch(args: argparse.Namespace) -> None:
+    if args.output is not None:
+        raise UsageError("-o names one output file: with several inputs use --output-dir DIR")
+    if args.output_dir is None:
+        raise UsageError("several inputs need --output-dir DIR (batch mode)")
+    if not args.input:
+        raise UsageError("--output-dir needs at least one INPUT (file, directory or glob pattern)")
+    if STDIO in args.input:
+        raise UsageError("standard input (-) cannot be a batch-mode input")
 
 
-def _isatty(stream) -> bool:
+def _check_single(input: str, output: str, options: RunOptions, stdin, stdout) -> None:  # noqa: ANN001
+    if output == STDIO and output_format_for(output, options.output_format) == "pb" and _isatty(stdout):
+        raise UsageError("refusing to write a binary proto to a terminal; use -o FILE")
+    if options.report == STDIO and output == STDIO:
+        raise UsageError("--report - writes the JSON to standard output, which holds the module: add -o FILE")
+    if input == STDIO and _isatty(stdin):
+        raise UsageError("no input: give a file, or - with standard input redirected")
+
+
+def _isatty(stream) -> bool:  # noqa: ANN001
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
 
 
-def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=None) -> int:
+def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=None) -> int:  # noqa: ANN001
     """Run the command; returns the exit status (never raises for user errors)."""
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments and arguments[0] == "verify":
-        from . import cli_verify
-
-        return cli_verify.main(arguments[1:], stdout=stdout, stderr=stderr)
-    parser = build_parser()
-    runner = _Run(argparse.Namespace(v=0), stdin, stdout, stderr)
-
-    def dispatch() -> int:
+        return verify_main(arguments[1:], stdout=stdout, stderr=stderr)
+    verbose = False
+    try:
         try:
-            args = parser.parse_intermixed_args(arguments)
+            args = build_parser().parse_intermixed_args(arguments)
         except SystemExit as exc:  # --help / --version
             return int(exc.code or 0)
-        runner.args = args
+        verbose = args.v >= 1
         if args.list_passes:
             stdout.write(",".join(pass_names()) + "\n")
             stdout.flush()
             return EXIT_OK
         if len(args.input) > 1 or args.output_dir is not None:
-            from . import batch
+            _check_batch(args)
+            from .batch import run_batch
 
-            return batch.run(args, stdout=stdout, stderr=stderr)
-        args.input = args.input[0] if args.input else STDIO
-        args.output = STDIO if args.output is None else args.output
-        return runner.execute()
+            return run_batch(args.input, args.output_dir, options_from_args(args), jobs=args.jobs,
+                             stdout=stdout, stderr=stderr)
+        options = options_from_args(args)
+        input = args.input[0] if args.input else STDIO
+        output = STDIO if args.output is None else args.output
+        _check_single(input, output, options, stdin, stdout)
+        return run_file(input, output, options, stdin=stdin, stdout=stdout, stderr=stderr)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line and an exit status
+        status, line = describe_failure(exc, PROG, verbose, stderr)
+        if line is not None:
+            write_line(stderr, line)
+        return status
 
-    return run_guarded(runner, dispatch)
+
+# ------------------------------------------------------------------------------------------
+# `hlo-dedup verify BEFORE AFTER`
 
 
-def run_guarded(runner: _Run, body) -> int:  # noqa: ANN001 - body: () -> int
-    """Run `body`, turning user errors into one line on `runner.error` and an exit status."""
+class _VerifyUsageError(Exception):
+    pass
+
+
+class _VerifyParser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so `verify_main` always returns a status."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _VerifyUsageError(message)
+
+
+def build_verify_parser() -> argparse.ArgumentParser:
+    parser = _VerifyParser(
+        prog=f"{PROG} verify",
+        description="Run BEFORE and AFTER on XLA:CPU with identical seeded inputs and compare every "
+        "output bitwise. Exit 0 equal, 1 different, 2 could not compile/run.",
+    )
+    parser.add_argument("before", metavar="BEFORE", help="the original module (HLO text or HloModuleProto)")
+    parser.add_argument("after", metavar="AFTER", help="the rewritten module")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument("--runs", type=int, default=1, help="compare with seeds SEED..SEED+RUNS-1 (default 1)")
+    parser.add_argument("--spmd", action=argparse.BooleanOptionalAction, default=None,
+                        help="multi-partition modules: partition with XLA's SPMD partitioner (--spmd) "
+                        "or run as already-partitioned per-device programs (--no-spmd); default: "
+                        "ENTRY named *_spmd is already partitioned")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per XLA run (default 300)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def _module_text(path: str) -> str:
+    """The HLO text of the one module in `path`, unparsed, for XLA to read."""
+    from .io.formats import module_texts_from_bytes, read_source
+
+    texts = module_texts_from_bytes(read_source(path), path)
+    if len(texts) != 1:
+        raise ValueError(f"{path} holds several modules (split by '// -----'); verify takes one per file")
+    return texts[0]
+
+
+def verify_main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """`hlo-dedup verify BEFORE AFTER`: run both on XLA:CPU and compare bitwise (see
+    `hlo_dedup.equivalence`). `argv` excludes the word `verify`. One short line says what
+    happened; exit 0 equal, 1 different, 2 a module could not be read, compiled or run, or bad
+    arguments. No traceback is ever printed."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    prog = f"{PROG} verify"
+    parser = build_verify_parser()
     try:
-        return body()
-    except UsageError as exc:
-        runner.error(f"{PROG}: error: {exc}")
-        return EXIT_USAGE
-    except HloParseError as exc:
-        runner.error(exc.format())
-        return EXIT_USAGE
-    except FormatError as exc:
-        runner.error(exc.format())
-        return EXIT_USAGE
-    except HloIrError as exc:  # a structurally invalid module found while reading it
-        runner.error(f"{display_name(getattr(runner.args, 'input', STDIO))}: error: {_one_line(exc)}")
-        return EXIT_USAGE
-    except BrokenPipeError:
-        # The reader went away (`hlo-dedup x.hlo | head`): stop quietly.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        return EXIT_USAGE
-    except OSError as exc:
-        where = getattr(exc, "filename", None) or PROG
-        runner.error(f"{where}: error: {exc.strerror or exc}")
-        return EXIT_USAGE
-    except ValueError as exc:  # any other malformed input found while reading it
-        runner.error(f"{display_name(getattr(runner.args, 'input', STDIO))}: error: {_one_line(exc)}")
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        runner.error(f"{PROG}: interrupted")
-        return 130
-    except Exception as exc:  # a bug: one line, the traceback only when asked for (--v>=1)
-        if getattr(runner.args, "v", 0) >= 1:
-            import traceback
+        args = parser.parse_args(list(argv))
+    except _VerifyUsageError as exc:
+        print(parser.format_usage().rstrip(), file=err)
+        print(f"{prog}: error: {exc}", file=err)
+        return EXIT_INPUT_ERROR
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    if args.runs < 1:
+        print(f"{prog}: error: --runs must be at least 1", file=err)
+        return EXIT_INPUT_ERROR
+    try:
+        texts = []
+        for path in (args.before, args.after):
+            try:
+                texts.append(_module_text(path))
+            except Exception as exc:  # OSError, FormatError, XlaError ...  # noqa: BLE001
+                detail = getattr(exc, "format", None)
+                message = detail() if callable(detail) and not isinstance(exc, OSError) else str(exc)
+                print(f"{prog}: error: cannot read {path}: {message}", file=err)
+                return EXIT_INPUT_ERROR
+        from .equivalence import check_equivalence
 
-            traceback.print_exc(file=runner.stderr)
-        runner.error(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
-                     "(run with --v=1 for the traceback)")
-        return EXIT_PASS_FAILED
+        report = check_equivalence(texts[0], texts[1], seed=args.seed, runs=args.runs, spmd=args.spmd,
+                                   timeout=args.timeout)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=err)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug of ours: still one line, never a traceback
+        print(f"{prog}: internal error: {type(exc).__name__}: {exc}", file=err)
+        return EXIT_INPUT_ERROR
+    stream = out if report.status != "error" else err
+    if args.json:
+        print(json.dumps({"before": args.before, "after": args.after, **report.to_json()}, indent=2), file=stream)
+    else:
+        print(f"{args.before} vs {args.after}: {report.summary()}", file=stream)
+    return report.exit_code
 
 
 if __name__ == "__main__":

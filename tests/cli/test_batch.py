@@ -57,7 +57,7 @@ def corpus(tmp_path: Path) -> Path:
         dest = src / ("sub" if i % 4 == 1 else "") / f.name
         shutil.copy(f, dest)
     (src / "sub" / "deeper" / "bad.hlo").write_text(BAD_HLO)
-    (src / "notes.md").write_text("not an input\n")  # not *.hlo/*.txt/*.pb/*.pbtxt: skipped
+    (src / "notes.md").write_text("not an input\n")  # not named like an input: skipped
     return src
 
 
@@ -144,6 +144,23 @@ def test_one_and_two_workers_give_identical_outputs(corpus: Path, tmp_path: Path
     assert outs["1"] == outs["2"] and len(outs["1"]) == len(JAX_FILES)
     assert reports["1"] == reports["2"]
     assert reports["1err"] == reports["2err"]
+
+
+def _cluster_titles(dot: str) -> list[str]:
+    return re.findall(r'^    label="([^"]*)";$', dot, re.M)
+
+
+def test_dot_draws_every_module_of_every_file(corpus: Path, tmp_path: Path) -> None:
+    dot = tmp_path / "folds.dot"
+    proc = run(corpus, "--output-dir", tmp_path / "out", "-j", "2", "--dot", dot)
+    assert proc.returncode == 2, err(proc)  # bad.hlo: not drawn, the others are
+    expected = []
+    for src in sorted(corpus.rglob("*.hlo"), key=lambda p: p.relative_to(corpus).as_posix()):
+        if src.name != "bad.hlo":
+            assert single(src, tmp_path / "x.hlo", "--dot", str(tmp_path / "one.dot"))[0] == 0
+            expected += [f"{src}: {title}" for title in _cluster_titles((tmp_path / "one.dot").read_text())]
+    assert len(expected) >= 8  # several files fold, some in two computations
+    assert _cluster_titles(dot.read_text()) == expected
 
 
 def test_glob_patterns_are_expanded_by_the_tool(corpus: Path, tmp_path: Path) -> None:
@@ -268,6 +285,9 @@ def test_binary_proto_inputs_write_binary_protos(tmp_path: Path) -> None:
     src.mkdir()
     proto = xc.hlo.hlo_module_from_text((DATA / "fsdp_shard_map.hlo").read_text()).as_serialized_hlo_module_proto()
     (src / "model.pb").write_bytes(proto)
+    from hlo_dedup.io.proto import module_bytes_to_text_proto
+
+    (src / "model.textproto").write_text(module_bytes_to_text_proto(proto))  # every proto suffix is found
     shutil.copy(DATA / "cond.hlo", src)
     proc = run(src, "--output-dir", tmp_path / "out", "--report", tmp_path / "r.json")
     assert proc.returncode == 0, err(proc)
@@ -277,4 +297,6 @@ def test_binary_proto_inputs_write_binary_protos(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "model.pb").read_bytes() == (tmp_path / "single.pb").read_bytes()
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["input_format"] == "mixed" and data["output_format"] == "mixed"
-    assert [i["output_format"] for i in data["inputs"]] == ["hlo", "pb"]
+    assert [i["output_format"] for i in data["inputs"]] == ["hlo", "pb", "pbtxt"]
+    assert [i["input_format"] for i in data["inputs"]] == ["hlo", "pb", "pbtxt"]
+    assert sorted(tree(tmp_path / "out")) == ["cond.hlo", "model.pb", "model.textproto"]

@@ -10,6 +10,7 @@ from hlo_dedup.io import formats, proto
 from hlo_dedup.io.formats import (
     FormatError,
     detect_format,
+    module_texts_from_bytes,
     output_format_for,
     read_modules,
     write_module,
@@ -174,6 +175,18 @@ def test_split_and_marker_rules(tmp_path: Path) -> None:
     assert info.value.line == FSDP.read_text().count("\n") + 1
 
 
+def test_module_texts_are_the_modules_unparsed(xc) -> None:
+    """What `hlo-dedup verify` hands to XLA: each module's text as written, a proto's as XLA prints it."""
+    first, second = FSDP.read_text(), (DATA / "cond.hlo").read_text()
+    both = (first + "// -----\n" + second).encode()
+    texts = module_texts_from_bytes(both, "two.hlo")
+    assert texts == [first, "\n" + second]  # the split keeps every byte after the marker line
+    pb = module_proto(xc, FSDP)
+    (printed,) = module_texts_from_bytes(pb, "graph.hlo")  # sniffed as a binary proto
+    assert printed == xc.hlo.HloModule.from_serialized_hlo_module_proto(pb).to_string()
+    assert module_texts_from_bytes(b"HloModule broken\nENTRY {", "x.hlo") == ["HloModule broken\nENTRY {"]
+
+
 def test_missing_file_is_a_format_error(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as info:
         read_modules(tmp_path / "absent.hlo")
@@ -210,6 +223,10 @@ def test_public_api_load_all_and_save(tmp_path: Path, xc) -> None:
     import hlo_dedup
 
     module = hlo_dedup.load(FSDP)
+    # A string is HLO text when it spans lines, else a path.
+    assert hlo_dedup.load(str(FSDP)).to_text() == hlo_dedup.load(FSDP.read_text()).to_text() == module.to_text()
+    with pytest.raises(FormatError):
+        hlo_dedup.load("HloModule m, entry_computation_layout={()->f32[]}")
     result = hlo_dedup.run_passes(module)
     assert result.changed and len(result.folds) == 1
     hlo_dedup.save(module, tmp_path / "out.pb")

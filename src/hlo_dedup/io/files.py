@@ -30,9 +30,3 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         except OSError:
             pass
         raise
-
-
-def read_text(path: str | os.PathLike[str]) -> str:
-    """Read HLO text; bytes that are not UTF-8 survive a round trip (surrogateescape)."""
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", "surrogateescape")

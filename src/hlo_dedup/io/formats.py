@@ -26,8 +26,8 @@ import re
 import sys
 from typing import BinaryIO, Sequence
 
-from ..ir.module import HloModule
-from ..text import HloParseError, parse_module, parse_modules
+from ..ir import HloModule
+from ..text import HloParseError, parse_module, parse_modules, split_module_texts
 from . import proto
 from .files import write_atomic
 
@@ -37,7 +37,8 @@ STDIO = "-"
 
 _PB_SUFFIXES = (".pb",)
 _PBTXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb", ".prototxt")
-_SPLIT_LINE = re.compile(r"^// -----[ \t]*$", re.M)
+#: File names a directory is searched for (batch mode): HLO text and every proto suffix above.
+INPUT_SUFFIXES: tuple[str, ...] = (".hlo", ".txt", *_PB_SUFFIXES, *_PBTXT_SUFFIXES)
 _PBTXT_START = re.compile(r"\A(?:\s*#[^\n]*\n)*\s*(?:name|entry_computation_name|computations|hlo_module|hlo|id)\s*[:{]")
 
 
@@ -98,9 +99,9 @@ def detect_format(path: str | os.PathLike[str], data: bytes) -> str:
 
 
 def _check_no_marker(text: str, filename: str) -> None:
-    m = _SPLIT_LINE.search(text)
-    if m is not None:
-        line = text.count("\n", 0, m.start()) + 1
+    pieces = split_module_texts(text)
+    if len(pieces) > 1:
+        line = pieces[1][0]  # a piece after a marker starts on the marker's line
         raise HloParseError(
             "'// -----' separator found in input, but --split-input-file not specified",
             filename=filename, line=line, column=1,
@@ -116,15 +117,38 @@ def modules_from_bytes(
     split_input_file: bool = True,
 ) -> list[HloModule]:
     """Parse `data` (named `filename` in errors) in `format` (None: detect)."""
-    fmt = format or detect_format(filename, data)
-    if fmt not in INPUT_FORMATS:
-        raise FormatError(filename, f"unknown input format {fmt!r} (expected one of {', '.join(INPUT_FORMATS)})")
+    fmt = _input_format(data, filename, format)
     if fmt in ("hlo", "txt"):
         text = data.decode("utf-8", "surrogateescape")
         if split_input_file:
             return parse_modules(text, filename, spmd=spmd)
         _check_no_marker(text, filename)
         return [parse_module(text, filename, spmd=spmd)]
+    container, hlo_text = _proto_module_text(data, filename, fmt)
+    # XLA printed this text; errors in it point into that text, so say so.
+    module = parse_module(hlo_text, f"{filename} ({container} as XLA text)", spmd=spmd)
+    module.filename = filename
+    return [module]
+
+
+def module_texts_from_bytes(data: bytes, filename: str, *, format: str | None = None) -> list[str]:
+    """The HLO text of every module in `data`, unparsed, for XLA itself to read: HLO text as
+    written (split on `// -----` lines), a proto's module as XLA prints it."""
+    fmt = _input_format(data, filename, format)
+    if fmt in ("hlo", "txt"):
+        return [piece for _, piece in split_module_texts(data.decode("utf-8", "surrogateescape"))]
+    return [_proto_module_text(data, filename, fmt)[1]]
+
+
+def _input_format(data: bytes, filename: str, format: str | None) -> str:
+    fmt = format or detect_format(filename, data)
+    if fmt not in INPUT_FORMATS:
+        raise FormatError(filename, f"unknown input format {fmt!r} (expected one of {', '.join(INPUT_FORMATS)})")
+    return fmt
+
+
+def _proto_module_text(data: bytes, filename: str, fmt: str) -> tuple[str, str]:
+    """(container name, the module as XLA prints it) of a binary or text proto."""
     try:
         if fmt == "pb":
             container, module_bytes = proto.unwrap_binary(data)
@@ -134,16 +158,12 @@ def modules_from_bytes(
             except UnicodeDecodeError as exc:
                 raise FormatError(filename, f"text proto is not UTF-8 (byte {exc.start})") from None
             container, module_bytes = proto.parse_text_proto(text)
-        hlo_text = proto.module_bytes_to_hlo_text(module_bytes)
+        return container, proto.module_bytes_to_hlo_text(module_bytes)
     except proto.ProtoSupportMissing as exc:
         raise FormatError(filename, str(exc)) from None
     except proto.ProtoError as exc:
         line, column = proto.text_proto_error_location(exc) if fmt == "pbtxt" else (0, 0)
         raise FormatError(filename, str(exc), line, column) from None
-    # XLA printed this text; errors in it point into that text, so say so.
-    module = parse_module(hlo_text, f"{filename} ({container} as XLA text)", spmd=spmd)
-    module.filename = filename
-    return [module]
 
 
 def read_modules(
@@ -226,9 +246,13 @@ def write_module(module: HloModule, path: str | os.PathLike[str], format: str | 
 
 __all__ = [
     "INPUT_FORMATS",
+    "INPUT_SUFFIXES",
     "OUTPUT_FORMATS",
+    "STDIO",
     "FormatError",
     "detect_format",
+    "display_name",
+    "module_texts_from_bytes",
     "modules_from_bytes",
     "output_format_for",
     "read_modules",

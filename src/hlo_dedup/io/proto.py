@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-INSTALL_HINT = "pip install 'hlo-dedup[xla]'"
+from ..xla import INSTALL_HINT
 
 #: hlo-opt's order (xla/tools/hlo_module_loader.cc `LoadModuleFromData`).
 CONTAINERS: tuple[str, ...] = ("HloSnapshot", "HloProto", "HloModuleProto")

@@ -1,13 +1,16 @@
-"""Prove a rewrite kept a module's semantics: run BEFORE and AFTER on XLA:CPU and compare bitwise.
+"""Do two modules compute the same? Run BEFORE and AFTER on XLA:CPU and compare bitwise.
 
-    from hlo_dedup.semantic_check import verify_semantics
-    report = verify_semantics(before_text, after_text, seed=0)
+This is what `hlo-dedup verify BEFORE AFTER` and `hlo-dedup INPUT --verify` do (the structural
+HloVerifier is something else: `hlo_dedup.verify_structure`).
+
+    from hlo_dedup.equivalence import check_equivalence
+    report = check_equivalence(before_text, after_text, seed=0)
     report.status, report.exit_code, report.summary()
     # ('equal', 0, 'equal: 3 outputs bitwise identical (8 devices: 1 replica x 8 partitions, seed 0)')
 
-``verify_many(pairs)`` checks several pairs in one XLA child process (jax's start-up dominates
-the cost of small modules); XLA runs are cached per (text, seed, mode, device count), since a
-module run twice gives the same bits.
+``check_equivalence_many(pairs)`` checks several pairs in one XLA child process (jax's start-up
+dominates the cost of small modules); XLA runs are cached per (text, seed, mode, device count),
+since a module run twice gives the same bits.
 
 Both modules are compiled by XLA's CPU backend through :mod:`hlo_dedup.xla.oracle`, in one child
 process with ``replica_count * num_partitions`` virtual devices. Every entry parameter gets a
@@ -20,7 +23,8 @@ Statuses: ``equal`` (every output bitwise equal, NaN payloads and signed zeros i
 seed tried), ``different`` (the first differing output with its max abs/rel diff), ``error`` (XLA
 could not compile or run one of the modules — its message is kept; tokens as entry parameters,
 tuple-shaped parameters and custom calls XLA:CPU has no kernel for, such as Neuron's
-``AwsNeuronCustomNativeKernel``, land here). ``exit_code`` maps them to 0 / 1 / 2.
+``AwsNeuronCustomNativeKernel``, land here). ``exit_code`` maps them to 0 / 1 / 2, the exit
+statuses of ``hlo-dedup verify`` and of ``hlo-dedup --verify``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
-__all__ = ["SemanticReport", "clear_run_cache", "verify_many", "verify_semantics"]
+__all__ = ["EquivalenceReport", "clear_run_cache", "check_equivalence_many", "check_equivalence"]
 
 Status = Literal["equal", "different", "error"]
 _EXIT_CODES = {"equal": 0, "different": 1, "error": 2}
@@ -41,8 +45,8 @@ _NEURON_TARGET = re.compile(r"^(?:AwsNeuron|Neuron|__neuron|neuron)", re.IGNOREC
 
 
 @dataclass(frozen=True)
-class SemanticReport:
-    """Outcome of :func:`verify_semantics`; ``summary()`` is the one-line human form."""
+class EquivalenceReport:
+    """Outcome of :func:`check_equivalence`; ``summary()`` is the one-line human form."""
 
     status: Status
     message: str
@@ -204,7 +208,7 @@ def _describe(x: Any, y: Any, index: int, count: int, per_device: bool, comparis
 # --- the check ---------------------------------------------------------------------------------
 
 
-def verify_semantics(
+def check_equivalence(
     before_text: str,
     after_text: str,
     *,
@@ -212,7 +216,7 @@ def verify_semantics(
     runs: int = 1,
     spmd: bool | None = None,
     timeout: float = 300,
-) -> SemanticReport:
+) -> EquivalenceReport:
     """Run both modules on XLA:CPU with identical seeded inputs and compare every output bitwise.
 
     ``runs`` > 1 repeats the comparison with seeds ``seed .. seed + runs - 1``. ``spmd`` says how
@@ -221,19 +225,19 @@ def verify_semantics(
     from the ENTRY name (``*_spmd`` = already partitioned), as :func:`hlo_dedup.xla.oracle.run_module`
     does. Never raises for a module XLA rejects: that is an ``error`` report carrying XLA's message.
     """
-    (report,) = verify_many([(before_text, after_text)], seed=seed, runs=runs, spmd=spmd, timeout=timeout)
+    (report,) = check_equivalence_many([(before_text, after_text)], seed=seed, runs=runs, spmd=spmd, timeout=timeout)
     return report
 
 
-def verify_many(
+def check_equivalence_many(
     pairs: Sequence[tuple[str, str]],
     *,
     seed: int = 0,
     runs: int = 1,
     spmd: bool | None = None,
     timeout: float = 300,
-) -> list[SemanticReport]:
-    """:func:`verify_semantics` for several (BEFORE, AFTER) pairs, all run in one XLA child process.
+) -> list[EquivalenceReport]:
+    """:func:`check_equivalence` for several (BEFORE, AFTER) pairs, all run in one XLA child process.
 
     Starting the child (importing jax) costs more than running a small module, so checking the
     modules of a multi-module file, or a test corpus, this way is several times faster. The child
@@ -249,10 +253,10 @@ def verify_many(
         message = str(exc)
         if not isinstance(exc, XlaUnavailableError):
             message = f"the XLA oracle needs jax and jaxlib ({INSTALL_HINT}): {exc}"
-        return [SemanticReport("error", message, seed=seed, runs=runs) for _ in pairs]
+        return [EquivalenceReport("error", message, seed=seed, runs=runs) for _ in pairs]
 
     # 1. Device layouts and entry signatures: identical inputs need identical parameters.
-    reports: list[SemanticReport | None] = []
+    reports: list[EquivalenceReport | None] = []
     layouts: list[tuple[int, int] | None] = []
     for before_text, after_text in pairs:
         report, layout = _precheck(oracle, before_text, after_text, seed, runs)
@@ -278,7 +282,7 @@ def verify_many(
                 _cache_put(key, result)
 
     # 3. Compare each pair, seed by seed.
-    final: list[SemanticReport] = []
+    final: list[EquivalenceReport] = []
     for (before_text, after_text), report, layout in zip(pairs, reports, layouts):
         if report is None:
             assert layout is not None
@@ -294,7 +298,7 @@ def verify_many(
 
 def _precheck(
     oracle: Any, before_text: str, after_text: str, seed: int, runs: int
-) -> tuple[SemanticReport | None, tuple[int, int] | None]:
+) -> tuple[EquivalenceReport | None, tuple[int, int] | None]:
     """A report if the pair cannot or need not be run (unreadable, different signatures), else the layout."""
     base: dict[str, Any] = {"seed": seed, "runs": runs}
     layouts: dict[str, tuple[int, int]] = {}
@@ -305,53 +309,53 @@ def _precheck(
             params[side] = _entry_parameters(text)
         except Exception as exc:  # XlaError, or jaxlib's own exception types
             message = f"XLA cannot read {side.upper()}: {_clarify(str(exc))}"
-            return SemanticReport("error", message, failed=side, **base), None
+            return EquivalenceReport("error", message, failed=side, **base), None
     replicas, partitions = layouts["before"]
     base.update(num_replicas=replicas, num_partitions=partitions)
     if layouts["before"] != layouts["after"]:
         (r1, p1), (r2, p2) = layouts["before"], layouts["after"]
         message = (f"device layouts differ: BEFORE runs on {r1} replica(s) x {p1} partition(s), "
                    f"AFTER on {r2} x {p2} (replica_count / num_partitions in the header)")
-        return SemanticReport("different", message, **base), None
+        return EquivalenceReport("different", message, **base), None
     before_params, after_params = params["before"], params["after"]
     if len(before_params) != len(after_params):
         message = (f"entry signatures differ: BEFORE takes {len(before_params)} parameters, AFTER "
                    f"{len(after_params)}; the modules cannot be fed the same inputs")
-        return SemanticReport("different", message, **base), None
+        return EquivalenceReport("different", message, **base), None
     for index, (a, b) in enumerate(zip(before_params, after_params)):
         if _signature(a) != _signature(b):
             message = (f"entry parameter {index} differs: {a} (BEFORE) vs {b} (AFTER); the modules "
                        "cannot be fed the same inputs")
-            return SemanticReport("different", message, **base), None
+            return EquivalenceReport("different", message, **base), None
     return None, layouts["before"]
 
 
 def _compare(
     oracle: Any, xla_error: type, runs_of: list[tuple[int, Any, Any]], layout: tuple[int, int], seed: int, runs: int
-) -> SemanticReport:
+) -> EquivalenceReport:
     base: dict[str, Any] = {"seed": seed, "runs": runs, "num_replicas": layout[0], "num_partitions": layout[1]}
     count = None
     for s, before, after in runs_of:
         for side, outcome in (("before", before), ("after", after)):
             if isinstance(outcome, xla_error):
                 message = f"XLA:CPU could not compile/run {side.upper()}: {_clarify(str(outcome))}"
-                return SemanticReport("error", message, failed=side, **base)
+                return EquivalenceReport("error", message, failed=side, **base)
         base["per_device"] = before.per_device
         count = len(before.outputs)
         comparison = oracle.compare_results(before, after)
         if comparison.equal:
             continue
         if comparison.index is None:  # different number of outputs
-            return SemanticReport("different", f"result shapes differ: {comparison.message}",
+            return EquivalenceReport("different", f"result shapes differ: {comparison.message}",
                                   num_outputs=count, differing_seed=s, **base)
         x, y = before.outputs[comparison.index], after.outputs[comparison.index]
         per_device = before.per_device and after.per_device
         message, mismatched = _describe(x, y, comparison.index, count, per_device, comparison)
         if runs > 1:
             message += f" (seed {s})"
-        return SemanticReport(
+        return EquivalenceReport(
             "different", message, num_outputs=count, output_index=comparison.index, differing_seed=s,
             max_abs_diff=comparison.max_abs_diff, max_rel_diff=comparison.max_rel_diff,
             mismatched_elements=mismatched, **base,
         )
-    return SemanticReport("equal", "bitwise equal", num_outputs=count, **base)
+    return EquivalenceReport("equal", "bitwise equal", num_outputs=count, **base)

@@ -1,6 +1,7 @@
-"""`verify_semantics` / `hlo-dedup verify`: before and after a rewrite, run on XLA:CPU, compare bitwise.
+"""`check_equivalence` / `hlo-dedup verify` / `--verify`: before and after a rewrite, run on XLA:CPU,
+compared bitwise.
 
-Runs are cached inside semantic_check (XLA:CPU runs are bitwise deterministic), so a module's
+Runs are cached inside hlo_dedup.equivalence (XLA:CPU runs are bitwise deterministic), so a module's
 BEFORE run is shared by every check against it in this session: the default-pipeline checks of
 the JAX modules feed the wrong-rewrite check, and each hazard fixture's BEFORE run serves both the
 faithful and the strict check.
@@ -8,6 +9,7 @@ faithful and the strict check.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -15,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import hlo_dedup
-from hlo_dedup import cli_verify
+from hlo_dedup.cli import main, verify_main
+from hlo_dedup.equivalence import EquivalenceReport, check_equivalence, check_equivalence_many
 from hlo_dedup.passes.dce import run_dce
-from hlo_dedup.semantic_check import SemanticReport, verify_many, verify_semantics
 
 pytestmark = [pytest.mark.oracle, pytest.mark.usefixtures("xla_client")]
 
@@ -46,11 +48,11 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def jax_reports() -> dict[str, tuple[SemanticReport, int]]:
+def jax_reports() -> dict[str, tuple[EquivalenceReport, int]]:
     """Every JAX module before vs after the default passes, all in one XLA child process."""
     befores = [(JAX_DATA / name).read_text() for name in JAX_MODULES]
     dedups = [_dedup(text) for text in befores]
-    reports = verify_many([(before, after) for before, (after, _) in zip(befores, dedups)])
+    reports = check_equivalence_many([(before, after) for before, (after, _) in zip(befores, dedups)])
     return {name: (report, len(result.folds)) for name, report, (_, result) in zip(JAX_MODULES, reports, dedups)}
 
 
@@ -92,24 +94,55 @@ def _wrong_dedup(text: str) -> str:
 def test_wrong_rewrite_is_different_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = (JAX_DATA / "fsdp_shard_map.hlo").read_text()  # its BEFORE run is cached above
     after = _wrong_dedup(before)
-    code = cli_verify.main([_write(tmp_path, "before.hlo", before), _write(tmp_path, "after.hlo", after)])
+    code = verify_main([_write(tmp_path, "before.hlo", before), _write(tmp_path, "after.hlo", after)])
     out, err = capsys.readouterr()
     assert code == 1, out + err
     assert "different: output 0 of 1 (f32[32,16])" in out and "max abs diff" in out
     assert "Traceback" not in out + err
 
-    report = verify_semantics(before, after)  # cached: no new XLA run
+    report = check_equivalence(before, after)  # cached: no new XLA run
     assert (report.status, report.output_index, report.per_device) == ("different", 0, False)
     assert report.max_abs_diff > 0 and report.mismatched_elements > 0
 
 
-def test_verify_output_helper_for_main_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    before = (JAX_DATA / "fsdp_shard_map.hlo").read_text()
-    assert cli_verify.verify_output(before, _dedup(before)[0]) == 0
-    assert cli_verify.verify_output(before, _wrong_dedup(before)) == 1
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("verify: equal: 1 output bitwise identical (8 devices: 1 replica x 8 partitions")
-    assert err[1].startswith("verify: different: output 0 of 1")
+def _main(*args: str | Path) -> tuple[int, str]:
+    """`hlo-dedup ARGS` in this process: (exit status, stderr)."""
+    stderr = io.StringIO()
+    status = main([str(a) for a in args], stdin=io.BytesIO(), stdout=io.StringIO(), stderr=stderr)
+    return status, stderr.getvalue()
+
+
+def test_verify_flag_on_a_correct_rewrite(tmp_path: Path) -> None:
+    out = tmp_path / "out.hlo"
+    status, err = _main(JAX_DATA / "fsdp_shard_map.hlo", "-o", out, "--verify")  # BEFORE run cached above
+    assert status == 0, err
+    assert err.startswith("verify jit__fsdp_forward: equal: 1 output bitwise identical "
+                          "(8 devices: 1 replica x 8 partitions, seed 0)\n")
+    assert out.read_text().count("all-gather(") == 3
+
+
+def test_verify_flag_exits_as_the_verify_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--verify` and `verify` give the same status: 1 different, 2 XLA:CPU cannot run it, 0 equal."""
+    hazard = HAZARDS / "channel_mode.hlo"
+    faithful, strict = tmp_path / "faithful.hlo", tmp_path / "strict.hlo"
+    assert _main(hazard, "-o", faithful)[0] == 0  # the faithful pass folds across collective modes
+    assert _main(hazard, "-o", strict, "--strict")[0] == 0
+    kernel = _write(tmp_path, "kernel.hlo", NEURON_KERNEL)
+    checks = [
+        ((hazard, faithful), (hazard, "--verify"), 1, "computes different results after the passes"),
+        ((hazard, strict), (hazard, "--strict", "--verify"), 0, None),
+        ((kernel, kernel), (kernel, "--verify"), 2, "could not be run on XLA:CPU"),
+    ]
+    for pair, flags, expected, message in checks:
+        assert verify_main([str(p) for p in pair]) == expected, capsys.readouterr()
+        out = tmp_path / f"verified_{expected}.hlo"
+        status, err = _main(*flags, "-o", out)
+        assert status == expected, err
+        assert out.exists() == (expected == 0)
+        if message is not None:
+            assert err.splitlines()[-1] == f"{flags[0]}: error: --verify: module {hlo_dedup.load(flags[0]).name} " \
+                f"{message}; nothing written"
+        assert "Traceback" not in err
 
 
 # --- hazard fixtures: the faithful pass miscompiles, strict mode does not -----------------------
@@ -126,7 +159,7 @@ def hazard_reports() -> dict[str, dict]:
         cases[path.stem] = {"before": before, "faithful": faithful, "strict": strict,
                             "faithful_result": faithful_result, "strict_result": strict_result}
     pairs = [(c["before"], c[mode]) for c in cases.values() for mode in ("faithful", "strict")]
-    reports = iter(verify_many(pairs))
+    reports = iter(check_equivalence_many(pairs))
     for case in cases.values():
         case["faithful_report"], case["strict_report"] = next(reports), next(reports)
     return cases
@@ -162,7 +195,7 @@ def test_no_spmd_flag_runs_partitioned_text_per_device(tmp_path: Path, capsys: p
     before = (HAZARDS / "channel_mode.hlo").read_text().replace("%main_spmd", "%main")
     faithful, _ = _dedup(before)
     paths = [_write(tmp_path, "before.hlo", before), _write(tmp_path, "after.hlo", faithful)]
-    assert cli_verify.main([*paths, "--no-spmd", "--json"]) == 1
+    assert verify_main([*paths, "--no-spmd", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert (report["status"], report["num_replicas"], report["num_partitions"]) == ("different", 2, 2)
     assert report["per_device"] is True and report["exit_code"] == 1
@@ -212,7 +245,7 @@ def test_replicated_module_folds_equal(tmp_path: Path, capsys: pytest.CaptureFix
     after, result = _dedup(REPLICATED)
     assert len(result.folds) == 1 and not result.hazards
     paths = [_write(tmp_path, "before.hlo", REPLICATED), _write(tmp_path, "after.hlo", after)]
-    assert cli_verify.main([*paths, "--runs", "2", "--seed", "5"]) == 0
+    assert verify_main([*paths, "--runs", "2", "--seed", "5"]) == 0
     out = capsys.readouterr().out
     assert "equal: 3 outputs bitwise identical (4 devices: 4 replicas x 1 partition, seeds 5..6)" in out
 
@@ -220,15 +253,15 @@ def test_replicated_module_folds_equal(tmp_path: Path, capsys: pytest.CaptureFix
 def test_partitioned_spmd_module_folds_equal() -> None:
     after, result = _dedup(PARTITIONED)
     assert len(result.folds) == 1
-    report = verify_semantics(PARTITIONED, after)
+    report = check_equivalence(PARTITIONED, after)
     assert (report.status, report.num_partitions, report.per_device) == ("equal", 4, True)
 
 
 def test_gspmd_module_with_spmd_flag() -> None:
     after = GSPMD.replace("add(d, x)", "add(x, d)")  # a commutative rewrite: same bits
-    report = verify_semantics(GSPMD, after, spmd=True)
+    report = check_equivalence(GSPMD, after, spmd=True)
     assert (report.status, report.num_partitions, report.per_device) == ("equal", 2, False)
-    wrong = verify_semantics(GSPMD, GSPMD.replace("add(d, x)", "subtract(d, x)"), spmd=True)
+    wrong = check_equivalence(GSPMD, GSPMD.replace("add(d, x)", "subtract(d, x)"), spmd=True)
     assert wrong.status == "different" and wrong.output_index == 0
 
 
@@ -237,7 +270,7 @@ def test_gspmd_module_with_spmd_flag() -> None:
 
 def test_identical_modules_are_equal() -> None:
     text = (HAZARDS / "multi_operand.hlo").read_text()
-    report = verify_semantics(text, text, seed=3)
+    report = check_equivalence(text, text, seed=3)
     assert (report.status, report.exit_code, report.num_outputs, report.num_replicas) == ("equal", 0, 4, 4)
     assert report.summary() == "equal: 4 outputs bitwise identical (4 devices: 4 replicas x 1 partition, seed 3)"
 
@@ -258,7 +291,7 @@ def test_same_signature_gets_identical_inputs() -> None:
     other = SIGNATURE.replace("tuple(%a, %b, %c)", "tuple(%na, %nb, %c)").replace(
         "  ROOT", "  %n = f32[3,2]{1,0} negate(%a)\n  %na = f32[3,2]{1,0} negate(%n)\n"
         "  %m = s32[4]{0} negate(%b)\n  %nb = s32[4]{0} negate(%m)\n  ROOT")
-    assert verify_semantics(SIGNATURE, other, runs=2).status == "equal"
+    assert check_equivalence(SIGNATURE, other, runs=2).status == "equal"
 
 
 @pytest.mark.parametrize(
@@ -270,7 +303,7 @@ def test_same_signature_gets_identical_inputs() -> None:
     ],
 )
 def test_signature_mismatch_is_different_without_running(edit: tuple[str, str], message: str) -> None:
-    report = verify_semantics(SIGNATURE, SIGNATURE.replace(*edit))
+    report = check_equivalence(SIGNATURE, SIGNATURE.replace(*edit))
     assert report.status == "different" and message in report.message, report.message
     assert report.exit_code == 1
 
@@ -278,7 +311,7 @@ def test_signature_mismatch_is_different_without_running(edit: tuple[str, str], 
 def test_parameter_count_mismatch() -> None:
     after = SIGNATURE.replace(", c: bf16[2]", "").replace("  %c = bf16[2]{0} parameter(2)\n", "").replace(
         "%c)", "%b)").replace("bf16[2]{0})", "s32[4]{0})").replace("bf16[2])", "s32[4])")
-    report = verify_semantics(SIGNATURE, after)
+    report = check_equivalence(SIGNATURE, after)
     assert report.status == "different" and "3 parameters, AFTER 2" in report.message, report.message
 
 
@@ -293,8 +326,8 @@ ENTRY %main (p: f32[4]) -> f32[4] {
 
 
 def test_nan_outputs_compare_bitwise() -> None:
-    assert verify_semantics(NAN, NAN).status == "equal"  # 0/0 = the same NaN both times
-    report = verify_semantics(NAN, NAN.replace("divide(%z, %z)", "add(%z, %z)"))
+    assert check_equivalence(NAN, NAN).status == "equal"  # 0/0 = the same NaN both times
+    report = check_equivalence(NAN, NAN.replace("divide(%z, %z)", "add(%z, %z)"))
     assert report.status == "different" and "4 NaN in one and not the other" in report.message
 
 
@@ -308,10 +341,10 @@ ENTRY %main (p: f32[4]) -> (f32[4], token[]) {
   ROOT %r = (f32[4]{0}, token[]) tuple(%n, %t)
 }
 """
-    assert verify_semantics(text, text).status == "equal"
+    assert check_equivalence(text, text).status == "equal"
     param = text.replace("(p: f32[4])", "(p: f32[4], s: token[])").replace(
         "  %t = token[] after-all()", "  %s = token[] parameter(1)\n  %t = token[] after-all(%s)")
-    report = verify_semantics(param, param)
+    report = check_equivalence(param, param)
     assert (report.status, report.exit_code) == ("error", 2)
     assert "entry parameter 1 is a token" in report.message
 
@@ -329,7 +362,7 @@ ENTRY %main (p: f32[4]) -> f32[4] {
 
 def test_unsupported_custom_call_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "kernel.hlo", NEURON_KERNEL)
-    assert cli_verify.main([path, path]) == 2
+    assert verify_main([path, path]) == 2
     out, err = capsys.readouterr()
     assert not out
     assert "error: XLA:CPU could not compile/run BEFORE: unsupported custom call 'AwsNeuronCustomNativeKernel'" in err
@@ -339,23 +372,23 @@ def test_unsupported_custom_call_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_after_that_xla_rejects_is_error() -> None:
     broken = SIGNATURE.replace("tuple(%a, %b, %c)", "tuple(%a, %b, %missing)")
-    report = verify_semantics(SIGNATURE, broken)
+    report = check_equivalence(SIGNATURE, broken)
     assert (report.status, report.failed, report.exit_code) == ("error", "after", 2)
     assert "XLA cannot read AFTER" in report.message
 
 
 def test_cli_usage_and_read_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_verify.main([]) == 2
-    assert cli_verify.main(["only-one.hlo"]) == 2
-    assert cli_verify.main([str(tmp_path / "missing.hlo"), str(tmp_path / "missing.hlo")]) == 2
+    assert verify_main([]) == 2
+    assert verify_main(["only-one.hlo"]) == 2
+    assert verify_main([str(tmp_path / "missing.hlo"), str(tmp_path / "missing.hlo")]) == 2
     several = _write(tmp_path, "two.hlo", SIGNATURE + "\n// -----\n" + SIGNATURE)
-    assert cli_verify.main([several, several]) == 2
-    assert cli_verify.main([several, several, "--runs", "0"]) == 2
+    assert verify_main([several, several]) == 2
+    assert verify_main([several, several, "--runs", "0"]) == 2
     err = capsys.readouterr().err
     assert "the following arguments are required" in err and "cannot read" in err
     assert "several modules" in err and "--runs must be at least 1" in err
     assert "Traceback" not in err
-    assert cli_verify.main(["--help"]) == 0
+    assert verify_main(["--help"]) == 0
 
 
 def test_missing_jax_is_an_error_report(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -363,6 +396,6 @@ def test_missing_jax_is_an_error_report(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.delattr(hlo_dedup.xla, "oracle", raising=False)
     monkeypatch.setitem(sys.modules, "hlo_dedup.xla.oracle", None)  # the import now raises ImportError
-    report = verify_semantics(SIGNATURE, SIGNATURE)
-    assert isinstance(report, SemanticReport) and (report.status, report.exit_code) == ("error", 2)
+    report = check_equivalence(SIGNATURE, SIGNATURE)
+    assert isinstance(report, EquivalenceReport) and (report.status, report.exit_code) == ("error", 2)
     assert "needs jax and jaxlib" in report.message and "pip install" in report.message

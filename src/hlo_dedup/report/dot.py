@@ -1,18 +1,19 @@
-"""A picture of what the dedup passes folded, as a Graphviz graph.
+"""`--dot`: a picture of what the dedup passes folded, as a Graphviz graph.
 
 One cluster per computation with folds: the traced parameter, the kept instruction
 (green) and every duplicate folded onto it (red, dashed arrow "folded into"); hazardous
 folds are outlined in orange with their reasons, and folds refused in strict mode are
-shown as orange nodes with a dotted "refused" arrow. Render with `dot -Tsvg folds.dot`.
+shown as orange nodes with a dotted "refused" arrow. A batch run draws every module of
+every file it wrote, each cluster titled with its file. Render with `dot -Tsvg folds.dot`.
 """
 
 from __future__ import annotations
 
 import textwrap
-from typing import Iterable
 
-from .passes.records import FoldRecord, Hazard
-from .report import ModuleRun
+from ..passes import FoldRecord, Hazard
+from .model import RunReport
+from .units import human_bytes
 
 _KEPT = "#c8e6c9"
 _REMOVED = "#ffcdd2"
@@ -23,20 +24,12 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 def _reasons(hazard: Hazard) -> str:
     return "\n".join(textwrap.fill(reason, 64) for reason in hazard.reasons)
 
 
-def folds_to_dot(runs: Iterable[ModuleRun]) -> str:
-    """The Graphviz `digraph` of every fold and hazard in `runs`."""
+def render_dot(report: RunReport) -> str:
+    """The Graphviz `digraph` of every fold and hazard of the inputs `report` wrote."""
     lines = [
         "digraph folds {",
         "  rankdir=LR;",
@@ -44,7 +37,8 @@ def folds_to_dot(runs: Iterable[ModuleRun]) -> str:
         '  edge [fontname="monospace", fontsize=9];',
     ]
     cluster = 0
-    for run in runs:
+    by_file = report.batch is not None  # modules of different files may share a name
+    for run in (m for r in report.inputs if r.ok for m in r.modules):
         groups: dict[str, tuple[list[FoldRecord], list[Hazard]]] = {}
         for result in run.passes:
             for fold in result.folds:
@@ -52,7 +46,10 @@ def folds_to_dot(runs: Iterable[ModuleRun]) -> str:
             for hazard in result.hazards:
                 groups.setdefault(hazard.computation, ([], []))[1].append(hazard)
         for computation, (folds, hazards) in groups.items():
-            lines.extend(_cluster(cluster, f"{run.name} / {computation}", folds, hazards))
+            title = f"{run.name} / {computation}"
+            if by_file:
+                title = f"{run.input}: {title}"
+            lines.extend(_cluster(cluster, title, folds, hazards))
             cluster += 1
     if cluster == 0:
         lines.append('  empty [shape=plaintext, label="no folds"];')
@@ -78,7 +75,7 @@ def _cluster(index: int, title: str, folds: list[FoldRecord], hazards: list[Haza
                 out.append(f"    {node('param:' + param)} [shape=ellipse, label={_quote(param)}];")
                 edge = " index " + ",".join(map(str, path)) if path else ""
                 out.append(f"    {node('param:' + param)} -> {node(fold.kept)} [label={_quote(edge.strip())}];")
-        label = f"{fold.removed}\nremoved, {_size(fold.bytes_output)}"
+        label = f"{fold.removed}\nremoved, {human_bytes(fold.bytes_output)}"
         if fold.replacement:
             label += f"\nreplaced by {fold.replacement}"
         hazard = reasons.get((fold.kept, fold.removed))

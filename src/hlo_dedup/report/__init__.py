@@ -1,0 +1,43 @@
+"""What a run did and every way it is shown: the result model and its renderers.
+
+`model` holds the plain data a run produces (per module, per input, the whole run); each
+aggregate output is one renderer from a `RunReport` to text: `json` (`--report`), `dot`
+(`--dot`) and `summary` (stderr).
+"""
+
+from .dot import render_dot
+from .json import SCHEMA_VERSION, load_schema, render_json, report_json
+from .model import (
+    EXIT_INPUT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PASS_FAILED,
+    BatchInfo,
+    InputResult,
+    ModuleRun,
+    RunReport,
+    module_totals,
+)
+from .summary import input_summary, render_summary
+from .units import human_bytes, human_seconds
+
+__all__ = [
+    "EXIT_INPUT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_PASS_FAILED",
+    "SCHEMA_VERSION",
+    "BatchInfo",
+    "InputResult",
+    "ModuleRun",
+    "RunReport",
+    "human_bytes",
+    "human_seconds",
+    "input_summary",
+    "load_schema",
+    "module_totals",
+    "render_dot",
+    "render_json",
+    "render_summary",
+    "report_json",
+]

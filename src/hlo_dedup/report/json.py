@@ -1,0 +1,163 @@
+"""The versioned JSON report (`--report`), validated by `schema.json` beside this file.
+
+    {
+      "schema_version": 1,
+      "tool": {"name": "hlo-dedup", "version": "0.1.0"},
+      "input": "model.hlo", "output": "out.hlo",          # "-" is standard input/output
+      "input_format": "hlo", "output_format": "hlo",
+      "pipeline": ["neuron-preprocess-kernel-duplicate-remover", ...],
+      "strict": false, "spmd": true,
+      "modules": [{
+        "name": "jit_f", "input": "model.hlo", "index": 0, "changed": true, "seconds": 0.001,
+        "passes": [{
+          "name": "...", "changed": true, "seconds": 0.0008,
+          "folds": [{"computation", "kept", "removed", "key": {...}, "bytes_output",
+                     "bytes_per_device", "replacement": null, "hazardous": false}],
+          "hazards": [{"computation", "kept", "removed", "reasons": [...], "refused": false}]
+        }]
+      }],
+      "totals": {"modules", "changed_modules", "passes_run", "folds", "hazards",
+                 "hazards_refused", "bytes_output", "bytes_per_device"},
+      "timings": {"parse": s, "passes": s, "print": s, "total": s}
+    }
+
+`bytes_output` is the size of each removed value (an all-gather's gathered result, or a
+kernel's result); `bytes_per_device` is what each device no longer receives for a removed
+all-gather (output × (n−1)/n). Adding a field keeps `schema_version`; renaming or removing one,
+or changing a meaning, bumps it.
+
+A batch run writes these fields over all its files (`timings` summed over files) plus `batch`
+(workers, files ok/failed, wall time) and `inputs` (one entry per file: status, exit_status,
+error, output, modules, totals, timings); formats may then be `mixed`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..passes import PassResult
+from .model import InputResult, ModuleRun, RunReport, module_totals, rounded_timings
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = "schema.json"
+
+
+def report_json(report: RunReport) -> dict[str, Any]:
+    """The report as JSON data (a batch run's has `batch` and `inputs`)."""
+    from .. import __version__
+
+    per_input = [rounded_timings(r.timings) for r in report.inputs]
+    timings = {k: round(sum(t[k] for t in per_input), 6) for k in ("parse", "passes", "print")}
+    timings["total"] = round(sum(timings.values()), 6)
+    data: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "hlo-dedup", "version": __version__},
+        "input": report.input,
+        "output": report.output,
+        "input_format": report.input_format,
+        "output_format": report.output_format,
+        "pipeline": list(report.pipeline),
+        "strict": report.strict,
+        "spmd": report.spmd,
+        "modules": [_module_json(m) for m in report.modules],
+        "totals": report.totals(),
+        "timings": timings,
+    }
+    batch = report.batch
+    if batch is not None:
+        data["batch"] = {
+            "arguments": list(batch.arguments),
+            "output_dir": batch.output_dir,
+            "workers": batch.workers,
+            "files": len(report.inputs),
+            "ok": sum(r.ok for r in report.inputs),
+            "failed": sum(not r.ok for r in report.inputs),
+            "bytes_in": sum(r.bytes_in for r in report.inputs),
+            "bytes_out": sum(r.bytes_out or 0 for r in report.inputs if r.ok),
+            "wall_seconds": round(batch.wall_seconds, 6),
+        }
+        data["inputs"] = [_input_json(r) for r in report.inputs]
+    return data
+
+
+def render_json(report: RunReport) -> str:
+    """`--report`: the report as indented JSON text."""
+    return json.dumps(report_json(report), indent=2, ensure_ascii=False) + "\n"
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of the report, shipped as package data."""
+    from importlib.resources import files
+
+    return json.loads(files(__package__).joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+
+
+def _input_json(r: InputResult) -> dict[str, Any]:
+    return {
+        "input": r.input,
+        "output": r.output if r.ok else None,
+        "status": r.status,
+        "exit_status": r.exit_status,
+        "error": r.error,
+        "input_format": r.input_format,
+        "output_format": r.output_format,
+        "bytes_in": r.bytes_in,
+        "bytes_out": r.bytes_out if r.ok else None,
+        "seconds": round(r.seconds, 6),
+        "modules": [_module_json(m) for m in r.modules],
+        "totals": module_totals(r.modules),
+        "timings": rounded_timings(r.timings),
+    }
+
+
+def _module_json(m: ModuleRun) -> dict[str, Any]:
+    return {
+        "name": m.name,
+        "input": m.input,
+        "index": m.index,
+        "changed": m.changed,
+        "seconds": round(m.seconds, 6),
+        "passes": [_pass_json(p) for p in m.passes],
+    }
+
+
+def _pass_json(p: PassResult) -> dict[str, Any]:
+    return {
+        "name": p.pass_name,
+        "changed": bool(p.changed),
+        "seconds": round(p.seconds, 6),
+        "folds": [
+            {
+                "computation": f.computation,
+                "kept": f.kept,
+                "removed": f.removed,
+                "key": _jsonable(f.key),
+                "bytes_output": int(f.bytes_output),
+                "bytes_per_device": int(f.bytes_per_device),
+                "replacement": f.replacement,
+                "hazardous": bool(f.hazardous),
+            }
+            for f in p.folds
+        ],
+        "hazards": [
+            {
+                "computation": h.computation,
+                "kept": h.kept,
+                "removed": h.removed,
+                "reasons": list(h.reasons),
+                "refused": bool(h.refused),
+            }
+            for h in p.hazards
+        ],
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(getattr(value, "value", value))

@@ -1,0 +1,115 @@
+"""The short human summary a run prints on stderr.
+
+A single-file run lists each module's passes, their folds and hazards; a batch run gives one
+line per file, the failures (each file's one-line error), then the files and totals. Both end
+with the same `total:` line and a `time:` line.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..passes import PassResult
+from .model import PHASES, InputResult, RunReport, module_totals
+from .units import human_bytes, human_seconds, plural
+
+MAX_LISTED = 20  # folds or hazards listed per pass
+
+
+def render_summary(report: RunReport, errors: Sequence[str] = ()) -> str:
+    """The summary of `report`; `errors` are lines about the run's own outputs (batch mode)."""
+    if report.batch is None:
+        (result,) = report.inputs
+        return input_summary(result)
+    return "\n".join(_batch_lines(report, errors)) + "\n"
+
+
+def input_summary(result: InputResult) -> str:
+    """One input's modules, passes, folds and hazards, its totals and its time per phase."""
+    lines: list[str] = []
+    modules = result.modules
+    for m in modules:
+        lines.append(f"module {m.name} ({'<stdin>' if m.input == '-' else m.input}"
+                     + (f", #{m.index + 1}" if len(modules) > 1 else "") + "):")
+        if not m.passes:
+            lines.append("  no passes run")
+        for p in m.passes:
+            lines.extend(_pass_lines(p))
+    lines.append(_total_line(module_totals(modules)))
+    lines.append("time: " + ", ".join(f"{k} {human_seconds(result.timings.get(k, 0.0))}" for k in PHASES))
+    return "\n".join(lines) + "\n"
+
+
+def _total_line(t: dict[str, int]) -> str:
+    return (
+        f"total: {t['changed_modules']} of {plural(t['modules'], 'module')} changed, "
+        f"{plural(t['folds'], 'fold')}, {plural(t['hazards'], 'hazard')}"
+        + (f" ({t['hazards_refused']} refused)" if t["hazards_refused"] else "")
+        + (f", removed {human_bytes(t['bytes_output'])} output"
+           + (f" / {human_bytes(t['bytes_per_device'])} per device" if t["bytes_per_device"] else "")
+           if t["bytes_output"] else "")
+    )
+
+
+def _pass_lines(p: PassResult) -> list[str]:
+    folds, hazards = p.folds, p.hazards
+    head = f"  {p.pass_name}: {'changed' if p.changed else 'unchanged'}"
+    if folds:
+        head += f", {plural(len(folds), 'fold')}"
+    out_bytes = sum(f.bytes_output for f in folds)
+    per_device = sum(f.bytes_per_device for f in folds)
+    if out_bytes:
+        head += f", removed {human_bytes(out_bytes)} output"
+        if per_device:
+            head += f" / {human_bytes(per_device)} per device"
+    head += f" ({human_seconds(p.seconds)})"
+    lines = [head]
+    for f in folds[:MAX_LISTED]:
+        extra = f" as {f.replacement}" if f.replacement else ""
+        flag = " [hazardous]" if f.hazardous else ""
+        lines.append(f"    {f.computation}: {f.kept} \u2190 {f.removed}{extra}{flag}")
+    if len(folds) > MAX_LISTED:
+        lines.append(f"    ... {len(folds) - MAX_LISTED} more folds (see --report)")
+    for h in hazards[:MAX_LISTED]:
+        verdict = "refused" if h.refused else "folded anyway"
+        lines.append(f"    hazard ({verdict}) {h.computation}: {h.kept} \u2190 {h.removed}: "
+                     + "; ".join(h.reasons))
+    if len(hazards) > MAX_LISTED:
+        lines.append(f"    ... {len(hazards) - MAX_LISTED} more hazards (see --report)")
+    return lines
+
+
+def _input_line(r: InputResult) -> str:
+    t = module_totals(r.modules)
+    if t["modules"] == 1:
+        line = f"{r.input}: {'changed' if t['changed_modules'] else 'unchanged'}"
+    else:
+        line = f"{r.input}: {t['changed_modules']} of {t['modules']} modules changed"
+    if t["folds"]:
+        line += f", {plural(t['folds'], 'fold')}"
+    if t["hazards"]:
+        line += f", {plural(t['hazards'], 'hazard')}" + (f" ({t['hazards_refused']} refused)" if t["hazards_refused"] else "")
+    if t["bytes_output"]:
+        line += f", removed {human_bytes(t['bytes_output'])} output"
+    return line + f" ({human_seconds(r.seconds)})"
+
+
+def _batch_lines(report: RunReport, errors: Sequence[str]) -> list[str]:
+    """One line per file done, then one per failure (the single-file message), then totals."""
+    assert report.batch is not None
+    inputs = report.inputs
+    lines = [_input_line(r) for r in inputs if r.ok]
+    lines += [r.error or f"{r.input}: error: failed" for r in inputs if not r.ok]
+    lines += list(errors)
+    ok = sum(r.ok for r in inputs)
+    read = sum(r.bytes_in for r in inputs)
+    wrote = sum(r.bytes_out or 0 for r in inputs if r.ok)
+    lines.append(f"files: {ok} ok, {len(inputs) - ok} failed (of {len(inputs)}); "
+                 f"read {human_bytes(read)}, wrote {human_bytes(wrote)}")
+    lines.append(_total_line(report.totals()))
+    wall, workers = report.batch.wall_seconds, report.batch.workers
+    rate = f", {len(inputs) / wall:.1f} files/s" if wall > 0 and inputs else ""
+    summed = {k: round(sum(round(r.timings.get(k, 0.0), 6) for r in inputs), 6) for k in PHASES}
+    lines.append(f"time: {human_seconds(wall)} wall, {plural(workers, 'worker')}{rate} (summed over files: "
+                 + ", ".join(f"{k} {human_seconds(summed[k])}" for k in PHASES) + ")")
+    return lines
