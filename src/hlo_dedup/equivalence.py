@@ -305,7 +305,7 @@ def _precheck(
     params: dict[str, list[Any]] = {}
     for side, text in (("before", before_text), ("after", after_text)):
         try:
-            layouts[side] = oracle._device_layout(text, None)
+            layouts[side] = oracle.device_layout(text, None)
             params[side] = _entry_parameters(text)
         except Exception as exc:  # XlaError, or jaxlib's own exception types
             message = f"XLA cannot read {side.upper()}: {_clarify(str(exc))}"

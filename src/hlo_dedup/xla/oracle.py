@@ -36,6 +36,7 @@ __all__ = [
     "module_proto_to_text",
     "run_module",
     "run_modules",
+    "device_layout",
     "child_device_count",
     "text_to_module_proto",
     "xla_canonical_text",
@@ -145,7 +146,7 @@ def _header(hlo_text: str) -> str:
     return ""
 
 
-def _device_layout(hlo_text: str, num_devices: int | None) -> tuple[int, int]:
+def device_layout(hlo_text: str, num_devices: int | None) -> tuple[int, int]:
     """(replicas, partitions) from the module header.
 
     jax's Shardy text has no ``num_partitions`` in its header, only the mesh in the frontend
@@ -187,7 +188,7 @@ def run_module(
 ) -> RunResult:
     """Compile and run ``hlo_text`` on XLA:CPU in a child process, feeding seeded random inputs.
 
-    Devices are ``replica_count * num_partitions`` from the header (see ``_device_layout``), or
+    Devices are ``replica_count * num_partitions`` from the header (see ``device_layout``), or
     ``num_devices`` if given. With several partitions, text carrying ``xla.sdy.`` attributes is
     partitioned by Shardy, other text by GSPMD, and text whose ENTRY is named ``*_spmd`` (already
     partitioned) runs with the partitioner passes disabled; ``spmd=True`` / ``False`` overrides that
@@ -218,7 +219,7 @@ def run_modules(
     charged to the job that was running, and the jobs after it get a fresh child. ``timeout``
     applies per job.
     """
-    layouts = [_device_layout(text, num_devices) for text, _ in jobs]
+    layouts = [device_layout(text, num_devices) for text, _ in jobs]
     devices = max((r * p for r, p in layouts), default=1)
     outcomes: list[RunResult | XlaError] = []
     while len(outcomes) < len(jobs):
@@ -229,7 +230,7 @@ def run_modules(
 
 def child_device_count(texts: Any, num_devices: int | None = None) -> int:
     """Virtual devices of the child :func:`run_modules` starts for these module texts."""
-    return max((r * p for r, p in (_device_layout(t, num_devices) for t in texts)), default=1)
+    return max((r * p for r, p in (device_layout(t, num_devices) for t in texts)), default=1)
 
 
 def _run_in_child(
