@@ -150,7 +150,7 @@ def test_corpus_parses_and_round_trips_byte_exactly() -> None:
         if out != piece:
             failures.append(f"{name}:{line}: round trip is not byte-exact")
     assert not failures, "\n".join(failures[:20])
-    assert count >= MIN_CORPUS_MODULES
+    assert count >= MIN_CORPUS_MODULES or not support.FULL_CORPUS
 
 
 def test_fast_path_matches_careful_reader() -> None:
@@ -172,13 +172,13 @@ def test_fast_path_really_is_taken_and_bypassed() -> None:
     from hlo_dedup.text import parser as parser_module
 
     calls = []
-    original = parser_module._Parser.fast_instruction
+    original = parser_module.instruction_from_line
 
-    def spy(self, *args):  # type: ignore[no-untyped-def]
+    def spy(*args):  # type: ignore[no-untyped-def]
         calls.append(1)
-        return original(self, *args)
+        return original(*args)
 
-    parser_module._Parser.fast_instruction = spy  # type: ignore[method-assign]
+    parser_module.instruction_from_line = spy
     try:
         parse_module(text)
         assert len(calls) == 2
@@ -186,10 +186,9 @@ def test_fast_path_really_is_taken_and_bypassed() -> None:
         parse_module(text, fast_path=False)
         assert calls == []
     finally:
-        parser_module._Parser.fast_instruction = original  # type: ignore[method-assign]
+        parser_module.instruction_from_line = original
 
 
-@pytest.mark.oracle
 def test_xla_reads_our_print_as_it_reads_the_input(xla_client) -> None:  # type: ignore[no-untyped-def]
     failures = []
     checked = 0
@@ -209,10 +208,9 @@ def test_xla_reads_our_print_as_it_reads_the_input(xla_client) -> None:  # type:
     rejected = set(_XLA_REJECTED)
     assert rejected <= set(KNOWN_XLA_REJECTS), {k: _XLA_REJECTED[k] for k in rejected - set(KNOWN_XLA_REJECTS)}
     assert len(rejected) <= len(KNOWN_XLA_REJECTS)
-    assert checked >= MIN_CORPUS_MODULES - len(KNOWN_XLA_REJECTS)
+    assert checked >= MIN_CORPUS_MODULES - len(KNOWN_XLA_REJECTS) or not support.FULL_CORPUS
 
 
-@pytest.mark.oracle
 def test_xla_reads_regenerated_lines_as_the_input(xla_client) -> None:  # type: ignore[no-untyped-def]
     """Every instruction line, attribute list and signature printed by our printer."""
     failures = []
@@ -262,7 +260,6 @@ def test_jax_modules_parse_and_round_trip() -> None:
         assert _structure(careful) == _structure(modules[0]), path.name
 
 
-@pytest.mark.oracle
 def test_jax_modules_xla_agrees(xla_client) -> None:  # type: ignore[no-untyped-def]
     for path in jax_files():
         text = path.read_text()

@@ -1,12 +1,10 @@
 """HLO text → IR, through the IR's public constructors.
 
-Two readers share one output. The line fast path reads an instruction that XLA printed
-on one line with a single regular-expression match and defers everything it can
-(attributes stay one raw string, shapes stay text). Anything it is not sure about —
-hand-written wrapping, old operand shapes, nested instructions, compact GTEs, odd
-literals — goes to the careful reader, which walks the grammar of
-hlo-text-format.md token by token. Both keep the exact source text, so printing an
-unchanged module gives back the input byte for byte.
+Two readers share one output. The line fast path (`lines`) reads an instruction that XLA
+printed on one line with a single regular-expression match. Anything it is not sure
+about goes to the careful reader here, which walks the grammar of hlo-text-format.md
+token by token. Both keep the exact source text, so printing an unchanged module gives
+back the input byte for byte.
 """
 
 from __future__ import annotations
@@ -19,63 +17,17 @@ from dataclasses import dataclass, field
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
-from ..ir.opcodes import CALLED_COMPUTATION_KEYS, OPCODES, is_known_opcode
+from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
 from ..ir.shape import PrimitiveType
 from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
 from ..syntax.errors import HloParseError, line_col
 from ..syntax.lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
+from .lines import LINE, PAYLOAD_OPCODES, instruction_from_line, intern_lead, shape_required
 
 _PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
-
-_FAST = re.compile(
-    r"(\n[ \t]*)(ROOT[ \t]+)?(%?)([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
-    r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
-    r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
-)
-_NEEDS_ATTRS = re.compile(
-    r"(?:to_apply|calls|condition|body|select|scatter|true_computation|false_computation|"
-    r"branch_computations|called_computations|control-predecessors)="
-)
-_SIMPLE_REFERENCE = re.compile(
-    r", (to_apply|calls|condition|body|select|scatter|true_computation|false_computation)="
-    r"(%?[A-Za-z_][\w.\-]*)(?=, [A-Za-z_][\w.\-]*=|$)"
-)
-_LIST_REFERENCE = re.compile(
-    r", (branch_computations|called_computations|control-predecessors)=(\{[^{}]*\})(?=, [A-Za-z_][\w.\-]*=|$)"
-)
-_INDEX_COMMENT = re.compile(r"(?<=, )/\*index=\d+\*/")
-_PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
-#: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
-_SHAPE_REQUIRED = frozenset(
-    """all-gather all-gather-start all-gather-done all-reduce all-reduce-start all-reduce-done
-    all-to-all collective-broadcast collective-permute collective-permute-start
-    collective-permute-done copy-start copy-done dynamic-reshape dynamic-slice
-    dynamic-update-slice ragged-all-to-all recv recv-done send send-done reduce-scatter slice
-    bitcast bitcast-convert constant convert custom-call fusion infeed iota outfeed parameter
-    reduce-precision reshape rng rng-bit-generator rng-get-and-update-state
-    stochastic-convert async-start async-update async-done""".split()
-)
-
-
-def _shape_required(opcode: str) -> bool:
-    return opcode in _SHAPE_REQUIRED or (
-        opcode.endswith(("-start", "-update", "-done")) and opcode not in OPCODES
-    )
-
-
-_leads: dict[str, str] = {}
-
-
-def _intern_lead(lead: str) -> str:
-    """Most leads are the same few strings ("\\n  "); share one object for each."""
-    if len(lead) > 16:
-        return lead
-    return _leads.setdefault(lead, lead)
-
 
 def split_module_texts(text: str) -> list[tuple[int, str]]:
     """Split lit-style multi-module text on `// -----` lines: [(start_line, text)]."""
@@ -369,14 +321,20 @@ class _Parser:
     def parse_body(self, state: _CompState, pos: int) -> int:
         text = self.text
         n = len(text)
-        fast = _FAST.match if self.fast else None
+        fast = LINE.match if self.fast else None
         lookup = state.lookup
         while True:
             if fast is not None:
                 m = fast(text, pos)
                 if m is not None:
-                    inst = self.fast_instruction(state, m, lookup)
-                    if inst is not None:
+                    found = instruction_from_line(text, m, lookup)
+                    if found is not None:
+                        inst, is_root, references = found
+                        if references:
+                            self.resolve_references(state, inst, references)
+                        state.append(inst)
+                        if is_root:
+                            state.roots.append(inst)
                         pos = inst.span.end
                         continue
             q = skip_trivia(text, pos)
@@ -399,45 +357,9 @@ class _Parser:
                 return pos
             inst, end = self.slow_instruction(state, q)
             span = inst.span
-            span.lead = _intern_lead(text[pos:q])
+            span.lead = intern_lead(text[pos:q])
             span.end = end
             pos = end
-
-    def fast_instruction(self, state: _CompState, m: re.Match[str], lookup) -> HloInstruction | None:  # noqa: ANN001
-        """The instruction on one XLA-printed line, or None to let the careful reader decide."""
-        lead, root, pct, name, shape, opcode, ops, tail = m.groups()
-        if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None or (shape is None and name == "ROOT"):
-            return None
-        if shape is None and _shape_required(opcode):
-            return None
-        if tail and not _tail_is_one_line(tail):
-            return None
-        if opcode in _PAYLOAD_OPCODES:
-            operands: list[HloInstruction] = []
-            payload: str | None = ops
-        else:
-            payload = None
-            if "/*" in ops:
-                ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
-            operands = []
-            if ops:
-                for ref in ops.split(", "):  # XLA's separator; anything else is not found
-                    op = lookup(ref[1:] if ref[:1] == "%" else ref)
-                    if op is None:
-                        return None  # the careful reader decides (and reports with a column)
-                    operands.append(op)
-        tail_start = m.start(8)
-        span = SourceSpan(_leads.get(lead) or _intern_lead(lead), m.end(1), tail_start, m.end(), percent=pct == "%")
-        inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
-        if tail and _NEEDS_ATTRS.search(tail):
-            attrs = _quick_references(tail, tail_start)
-            if attrs is None:
-                attrs, _ = split_attributes(self.text, tail_start, m.end())
-            self.resolve_references(state, inst, attrs)
-        state.append(inst)
-        if root:
-            state.roots.append(inst)
-        return inst
 
     def slow_instruction(self, state: _CompState, q: int) -> tuple[HloInstruction, int]:
         """Careful reader for one instruction starting at `q`."""
@@ -485,7 +407,7 @@ class _Parser:
             if shape_text is None and opcode in _PRIMITIVE_NAMES:
                 raise self.error(start, "malformed shape")
             raise self.error(start, f"unknown opcode {opcode or 'end of input'!r}")
-        if shape_text is None and _shape_required(opcode):
+        if shape_text is None and shape_required(opcode):
             raise self.error(start, f"missing result shape: XLA cannot infer the shape of {opcode!r}")
         if not text.startswith("(", end):
             raise self.error(end, f"expected '(' after opcode {opcode!r}")
@@ -494,7 +416,7 @@ class _Parser:
         operands: list[HloInstruction] = []
         refs: list[_Operand] = []
         operand_shapes = False
-        if opcode in _PAYLOAD_OPCODES:
+        if opcode in PAYLOAD_OPCODES:
             pclose = match_group(text, popen)
             payload = text[popen + 1 : pclose - 1]
             if opcode == "parameter" and not payload.strip().isdigit():
@@ -644,52 +566,6 @@ class _Parser:
             if k < len(text) and (text[k].isdigit() or text[k] == ":"):
                 return match_group(text, j)
         return end
-
-
-def _tail_is_one_line(tail: str) -> bool:
-    """True if an attribute tail is complete on its line (XLA prints one line each).
-
-    Brackets and quotes must balance; only when a raw count is off are strings masked
-    (they may hold brackets or quotes) and the count taken again.
-    """
-    if tail[0] != "," or tail[-1] in ", \t\r":
-        return False
-    if "/" in tail and ("//" in tail or "/*" in tail):
-        return False
-    if (
-        not tail.count('"') % 2
-        and tail.count("{") == tail.count("}")
-        and tail.count("'") == tail.count("\\'")  # only escaped ones, inside "..."
-    ):
-        return True
-    bare = _STRING.sub('""', tail)
-    return (
-        not bare.count('"') % 2
-        and "'" not in bare
-        and bare.count("{") == bare.count("}")
-        and bare.count("(") == bare.count(")")
-        and bare.count("[") == bare.count("]")
-    )
-
-
-def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None:
-    """Called-computation and control-predecessor attributes of a one-line tail, read with
-    two regexes before the first string; None when that is not certain (then split fully)."""
-    cut = len(tail)
-    for quote in ('"', "'"):
-        at = tail.find(quote)
-        if 0 <= at < cut:
-            cut = at
-    wanted = [m.start() for m in _NEEDS_ATTRS.finditer(tail)]
-    if wanted[-1] >= cut:
-        return None
-    head = tail[:cut]
-    found = [(m.start(2), m.group(1), m.group(2)) for m in _SIMPLE_REFERENCE.finditer(head)]
-    found += [(m.start(2), m.group(1), m.group(2)) for m in _LIST_REFERENCE.finditer(head)]
-    if len(found) != len(wanted):
-        return None
-    found.sort()
-    return [(key, raw, base + at) for at, key, raw in found]
 
 
 _NAME_IN_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
