@@ -21,7 +21,7 @@ from hlo_dedup.cli import main, verify_main
 from hlo_dedup.equivalence import EquivalenceReport, check_equivalence, check_equivalence_many
 from hlo_dedup.passes.dce import run_dce
 
-pytestmark = [pytest.mark.oracle, pytest.mark.usefixtures("xla_client")]
+pytestmark = pytest.mark.usefixtures("xla_client")  # every test here runs XLA
 
 DATA = Path(__file__).resolve().parent / "data"
 JAX_DATA = DATA / "jax"

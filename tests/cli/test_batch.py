@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import IN_CI
 
 from hlo_dedup.cli import main
 from hlo_dedup.report import load_schema
@@ -274,13 +273,7 @@ def test_works_without_jax(corpus: Path, tmp_path: Path) -> None:
     assert f"files: {len(JAX_FILES)} ok, 1 failed" in err(proc)
 
 
-def test_binary_proto_inputs_write_binary_protos(tmp_path: Path) -> None:
-    try:
-        from jax._src.lib import xla_client as xc
-    except ImportError:
-        if IN_CI:
-            raise
-        pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[test]'")
+def test_binary_proto_inputs_write_binary_protos(tmp_path: Path, xc) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "in"
     src.mkdir()
     proto = xc.hlo.hlo_module_from_text((DATA / "fsdp_shard_map.hlo").read_text()).as_serialized_hlo_module_proto()

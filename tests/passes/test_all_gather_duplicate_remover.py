@@ -944,7 +944,6 @@ def test_jax_module_fold_counts(name: str, check_output, xla_client) -> None:
 _EXEC = sorted(n for n in EXPECTED_FOLDS if n not in NOT_RUNNABLE and EXPECTED_FOLDS[n])
 
 
-@pytest.mark.oracle
 @pytest.mark.parametrize("name", _EXEC)
 def test_jax_module_executes_bitwise_equal(name: str, xla_client) -> None:
     # Modules with no fold come back byte-identical (test above), so running them twice would

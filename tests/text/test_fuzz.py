@@ -12,7 +12,7 @@ import random
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import support
@@ -63,7 +63,7 @@ _SEEDS: list[str] = []
 def seeds() -> list[str]:
     """Small corpus modules (≤ 20 KB) to mutate."""
     if not _SEEDS:
-        for path in support.corpus_files():
+        for path in support.corpus_files(every=True):
             if path.stat().st_size > 20_000:
                 continue
             for _, piece in split_module_texts(path.read_text()):
@@ -164,7 +164,6 @@ def test_deterministic_mutations() -> None:
     assert 300 < parsed < 3000
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_hypothesis_mutations(data: st.DataObject) -> None:
     pool = seeds()
@@ -193,7 +192,6 @@ def test_hypothesis_mutations(data: st.DataObject) -> None:
     check(text)
 
 
-@settings(max_examples=200, deadline=None)
 @given(value=st.text(alphabet=st.sampled_from(list("{}[]()<=>,:T0123456789- x'\"\\%#.ab")), max_size=24))
 def test_attribute_decoders_on_arbitrary_values(value: str) -> None:
     """Every typed accessor on an instruction whose attributes all hold `value`."""
