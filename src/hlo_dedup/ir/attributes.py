@@ -17,6 +17,7 @@ from ..syntax.lexer import ScanError, attribute_value_end, split_attributes
 
 if TYPE_CHECKING:
     from .instruction import HloInstruction
+    from .metadata import OpMetadata
     from .replica_groups import ReplicaGroups
 
 _INT = re.compile(r"-?\d+")
@@ -199,3 +200,9 @@ def decode_frontend_attributes(inst: HloInstruction) -> dict[str, str]:
     for key, value, _ in pairs:
         out[key] = value if value.startswith("{") else decode_string(inst, "frontend_attributes", value)
     return out
+
+
+def decode_metadata(inst: HloInstruction) -> OpMetadata:
+    from .metadata import OpMetadata
+
+    return OpMetadata.parse(inst.attr("metadata"))

@@ -25,6 +25,7 @@ from .source import SourceSpan
 
 if TYPE_CHECKING:
     from .computation import HloComputation
+    from .metadata import OpMetadata
     from .module import HloModule
     from .replica_groups import ReplicaGroups
 
@@ -355,6 +356,11 @@ class HloInstruction:
     @property
     def slice_strides(self) -> tuple[int, ...]:
         return self._decoded("slice", "decode_slice")[2]
+
+    @property
+    def metadata(self) -> OpMetadata:
+        """The framework op and source line XLA recorded for this instruction."""
+        return self._decoded("metadata", "decode_metadata")
 
     @property
     def frontend_attributes(self) -> dict[str, str]:

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from .computation import HloComputation
 from .instruction import HloIrError
+from .metadata import StackFrameIndex
 from .source import ModuleSource
 
 
@@ -31,6 +32,7 @@ class HloModule:
         self._side_effects: tuple[int, dict[HloComputation, bool]] = (-1, {})
         self._names: set[str] | None = None
         self._pristine_generation = -1
+        self._stack_frames: StackFrameIndex | None = None
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name} ({len(self._computations)} computations)>"
@@ -51,6 +53,14 @@ class HloModule:
         prints as exactly that text."""
         self.source = source
         self._pristine_generation = self._generation
+
+    @property
+    def stack_frames(self) -> StackFrameIndex:
+        """The stack-frame tables the module was read with (empty when it had none)."""
+        index = self._stack_frames
+        if index is None:
+            index = self._stack_frames = StackFrameIndex.parse(self.source.head if self.source else "")
+        return index
 
     # ----------------------------------------------------------------- config
     def header_attr(self, key: str) -> str | None:
