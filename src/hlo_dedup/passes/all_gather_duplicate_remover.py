@@ -25,7 +25,7 @@ Choices where the spec leaves room (documented in README "Semantics"):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
@@ -78,12 +78,60 @@ def _same_values(a: tuple[HloInstruction, ...], b: tuple[HloInstruction, ...],
 class _Walk:
     """Result of FindRawParameter for one gather: the parameter, the index path left, and
     what the key ignores about the gather itself and each inner gather the walk tunnelled
-    through."""
+    through; `stop` is where a walk that found no parameter ended."""
 
     raw_param: HloInstruction | None
     path: tuple[int, ...]
     gather: _GatherConfig
     inner_gathers: tuple[_GatherConfig, ...]
+    stop: HloInstruction | None = None
+
+
+def walk_to_parameter(
+    node: HloInstruction, path: tuple[int, ...], log: Callable[..., None] | None = None
+) -> tuple[HloInstruction | None, tuple[int, ...], HloInstruction | None, list[HloInstruction]]:
+    """FindRawParameter's walk from `node` with the tuple-index stack `path` (innermost
+    last): the parameter reached and the path left, or None and the instruction the walk
+    stopped at; and the inner gathers it tunnelled through. `log` gets the --v=2 lines."""
+    pending = list(path)
+    inner: list[HloInstruction] = []
+    while True:
+        if log:
+            log(2, "Finding raw parameter for instruction: %s", node.to_text())
+        op = node.opcode
+        if op == "parameter":
+            return node, tuple(pending), None, inner
+        if op == "get-tuple-element":
+            index = node.tuple_index
+            if log:
+                log(2, "Found get-tuple-element at index: %d", index)
+            pending.append(index)
+        elif op == "tuple":
+            index = pending[-1] if pending else -1
+            if log:
+                log(2, "Found tuple, moving to element at index: %d", index)
+            if not 0 <= index < node.operand_count:
+                return None, (), node, inner
+            pending.pop()
+            node = node.operands[index]
+            continue
+        elif op == "opt-barrier":
+            if log:
+                log(2, "Found optimization barrier, moving to its input")
+        elif op == "convert":
+            if not node.operands or not shapes_equal(node.operands[0].shape, node.shape):
+                return None, (), node, inner
+            if log:
+                log(2, "Found convert operation, moving to its input")
+        elif op in ("all-gather", "all-gather-start"):
+            if log:
+                log(2, "Found all-gather operation, moving to its input")
+            inner.append(node)
+        else:
+            return None, (), node, inner
+        if not node.operands:
+            return None, (), node, inner
+        node = node.operands[0]
 
 
 def collective_mode(inst: HloInstruction) -> str:
@@ -107,48 +155,9 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     # ------------------------------------------------------------------- walk
     def find_raw_parameter(self, node: HloInstruction, ag: HloInstruction, vlog: bool) -> _Walk:
         """FindRawParameter: walk up from `node` through forwarding ops to a parameter."""
-        log = self.vlog if vlog else None
         gather = _GatherConfig.of(ag)  # the binary snapshots the gather's attributes first
-        not_traced = _Walk(None, (), gather, ())
-        pending: list[int] = []
-        inner: list[_GatherConfig] = []
-        while True:
-            if log:
-                log(2, "Finding raw parameter for instruction: %s", node.to_text())
-            op = node.opcode
-            if op == "parameter":
-                return _Walk(node, tuple(pending), gather, tuple(inner))
-            if op == "get-tuple-element":
-                index = node.tuple_index
-                if log:
-                    log(2, "Found get-tuple-element at index: %d", index)
-                pending.append(index)
-            elif op == "tuple":
-                index = pending[-1] if pending else -1
-                if log:
-                    log(2, "Found tuple, moving to element at index: %d", index)
-                if not 0 <= index < node.operand_count:
-                    return not_traced
-                pending.pop()
-                node = node.operands[index]
-                continue
-            elif op == "opt-barrier":
-                if log:
-                    log(2, "Found optimization barrier, moving to its input")
-            elif op == "convert":
-                if not node.operands or not shapes_equal(node.operands[0].shape, node.shape):
-                    return not_traced
-                if log:
-                    log(2, "Found convert operation, moving to its input")
-            elif op in ("all-gather", "all-gather-start"):
-                if log:
-                    log(2, "Found all-gather operation, moving to its input")
-                inner.append(_GatherConfig.of(node))
-            else:
-                return not_traced
-            if not node.operands:
-                return not_traced
-            node = node.operands[0]
+        raw, path, stop, inner = walk_to_parameter(node, (), self.vlog if vlog else None)
+        return _Walk(raw, path, gather, tuple(_GatherConfig.of(g) for g in inner), stop)
 
     # -------------------------------------------------------------------- run
     def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:

@@ -37,6 +37,8 @@ class PassResult:
     folds: list[Any] = field(default_factory=list)
     hazards: list[Any] = field(default_factory=list)
     seconds: float = 0.0
+    instructions: list[Any] = field(default_factory=list)  # InstructionFate per instruction considered
+    near_misses: list[Any] = field(default_factory=list)
 
 
 class ModuleTransaction:
