@@ -30,12 +30,17 @@ class RangeAddMaxTree:
         self.n = n
         self._size = size
         self._height = height
-        top = [_PADDING] * (2 * size)
-        top[size : size + n] = values
-        for i in range(size - 1, 0, -1):
-            left = top[2 * i]
-            right = top[2 * i + 1]
-            top[i] = left if left > right else right
+        # Level by level from the leaves, with C-level maps: node i's children are 2i, 2i+1,
+        # so the levels laid end to end from the root are the array.
+        level = list(values)
+        level.extend([_PADDING] * (size - n))
+        levels = [level]
+        while len(level) > 1:
+            level = list(map(max, level[0::2], level[1::2]))
+            levels.append(level)
+        top = [_PADDING]
+        for level in reversed(levels):
+            top.extend(level)
         self._top = top
         self._add = [0] * size  # pending adds of internal nodes (a leaf's lives in _top)
 
