@@ -148,7 +148,7 @@ class FoldPricer:
         state = self._states.get(comp)
         if state is None:
             return self.liveness.nested_bytes(comp)
-        return max(0, state.tree.peak() - state.parameter_bytes - state.root_bytes())
+        return max(0, state.nested.peak()) if state.nested is not None else 0
 
     def _fold(self, state: _State, k: HloInstruction, r: HloInstruction) -> FoldPrice:
         cl = state.cl
@@ -166,6 +166,8 @@ class FoldPricer:
         before = state.tree.peak()
         extension = 0
         for kb, rb in zip(kept_buffers, removed_buffers):
+            if rb in state.results:
+                state.replace_result(rb, kb)
             r_end = state.end(rb)
             state.free(rb)
             self.set_item(state.forward, rb, kb)
@@ -183,7 +185,7 @@ class FoldPricer:
             state.delete(r)
         else:  # R stays, read by nothing: its buffer only at its own program point
             for rb in removed_buffers:
-                self.tree_add(state.tree, state.pos(r), state.pos(r), cl.size_of(rb))
+                state.add(state.pos(r), state.pos(r), cl.size_of(rb))
         self._propagate(state.cl.computation)
         after = state.tree.peak()
         crosses = any(state.is_static(b) or state.tree.max(state.start(b), state.end(b)) == after
@@ -224,6 +226,11 @@ class FoldPricer:
             container.add(item)
             self._journal.append(lambda: container.discard(item))
 
+    def discard(self, container: set, item) -> None:
+        if item in container:
+            container.discard(item)
+            self._journal.append(lambda: container.add(item))
+
     def append(self, container: list, item) -> None:
         container.append(item)
         self._journal.append(container.pop)
@@ -250,14 +257,20 @@ class _State:
         self.deleted: set[HloInstruction] = set()
         self.freed: set[Buffer] = set()
         self.root = cl.computation.root
-        self.parameter_bytes = cl.parameter_bytes()
         self._names: dict[str, HloInstruction] | None = None
         self.sites: dict[int, int] = dict(cl.nested)
         self.tree = RangeAddMaxTree(cl.live_bytes or [0])
+        # What this computation adds at its call sites, point by point (none for the entry).
+        self.results = cl.result_buffers()
+        self.nested: RangeAddMaxTree | None = None
+        if cl.computation is not pricer.liveness.module.entry:
+            self.nested = RangeAddMaxTree(cl.nested_profile(cl.live_bytes, self.results) or [0])
         for p, value in cl.nested.items():  # callees may have folds priced already
             now = self.site_value(cl.instructions[p])
             if now != value:
                 self.tree.add(p, p, now - value)
+                if self.nested is not None:
+                    self.nested.add(p, p, now - value)
                 self.sites[p] = now
 
     # ----------------------------------------------------------------- lookup
@@ -307,22 +320,34 @@ class _State:
             return self.leaf_ends[b]
         return self.ends[self.cl.position[b]]
 
-    def root_bytes(self) -> int:
-        if self.root is None:
-            return 0
-        params = {b for p in self.cl.computation.parameters for b in self.cl.leaves_of(p)}
-        return sum(self.cl.size_of(b) for b in {self.find(b) for b in self.cl.leaves_of(self.root)} - params)
-
     # ---------------------------------------------------------------- editing
+    def add(self, lo: int, hi: int, delta: int) -> None:
+        """Live bytes change on [lo, hi] (in both profiles)."""
+        self.pricer.tree_add(self.tree, lo, hi, delta)
+        if self.nested is not None:
+            self.pricer.tree_add(self.nested, lo, hi, delta)
+
+    def replace_result(self, removed: Buffer, kept: Buffer) -> None:
+        """A result buffer of the root is now another one: the caller holds that instead."""
+        pricer = self.pricer
+        end = self.n - 1
+        if self.nested is not None:
+            pricer.tree_add(self.nested, self.start(removed), end, self.cl.size_of(removed))
+        pricer.discard(self.results, removed)
+        if kept not in self.results:
+            pricer.add(self.results, kept)
+            if self.nested is not None:
+                pricer.tree_add(self.nested, self.start(kept), end, -self.cl.size_of(kept))
+
     def set_end(self, b: Buffer, end: int) -> None:
         """Move a (non-static) buffer's last point, adding or removing its bytes."""
         old = self.end(b)
         size = self.cl.size_of(b)
         pricer = self.pricer
         if end > old:
-            pricer.tree_add(self.tree, old + 1, end, size)
+            self.add(old + 1, end, size)
         else:
-            pricer.tree_add(self.tree, end + 1, old, -size)
+            self.add(end + 1, old, -size)
         if type(b) is Leaf:
             pricer.set_item(self.leaf_ends, b, end)
         else:
@@ -332,7 +357,7 @@ class _State:
         """The buffer is gone: its bytes leave every point of its range."""
         if b in self.freed:
             return
-        self.pricer.tree_add(self.tree, self.start(b), self.end(b), -self.cl.size_of(b))
+        self.add(self.start(b), self.end(b), -self.cl.size_of(b))
         self.pricer.add(self.freed, b)
 
     def delete(self, inst: HloInstruction) -> None:
@@ -413,6 +438,6 @@ class _State:
         old = self.sites.get(p, 0)
         if now == old:
             return False
-        self.pricer.tree_add(self.tree, p, p, now - old)
+        self.add(p, p, now - old)
         self.pricer.set_item(self.sites, p, now)
         return True

@@ -53,11 +53,11 @@ Called computations
       the fusion's output); only the calling instruction's result counts.
     * ``while`` (body and condition), ``conditional`` (branches), ``call`` and
       ``async-start`` run the callee at the call point: its *nested* bytes, the largest
-      of ``peak - parameter bytes - root bytes`` over the callees, are added at that
-      program point. Parameters alias the caller's operands and the root is the result
-      the caller already holds there (or, for ``while``, the loop state it colocates
-      with), so neither is counted twice. When a callee peaks before its result
-      exists, this under-counts by at most the result's bytes.
+      over the callees of ``max over t of (live(t) - parameter bytes - bytes of the
+      root's own buffers live at t)``, are added at that program point. Parameters
+      alias the caller's operands, and the root's buffers are the result the caller
+      holds at that point (for ``while``, the loop state XLA colocates them with), so
+      neither is counted twice.
 
 Output per computation: every buffer's live range, the live bytes at every program point,
 the peak and its first program point.
@@ -468,13 +468,22 @@ class ComputationLiveness:
     def parameter_bytes(self) -> int:
         return sum(self.size_of(b) for p in self.computation.parameters for b in self.leaves_of(p))
 
-    def root_bytes(self) -> int:
-        """Bytes of the root's buffers defined in this computation (not parameters)."""
-        root = self.computation.root
+    def result_buffers(self, root: HloInstruction | None = None) -> set[Buffer]:
+        """The root's buffers that are not parameters: what a caller receives as its result."""
+        root = self.computation.root if root is None else root
         if root is None:
-            return 0
+            return set()
         params = {b for p in self.computation.parameters for b in self.leaves_of(p)}
-        return sum(self.size_of(b) for b in set(self.leaves_of(root)) - params)
+        return set(self.leaves_of(root)) - params
+
+    def nested_profile(self, live: list[int], results: set[Buffer]) -> list[int]:
+        """`live` minus the parameters and the result buffers live at each point: what
+        running this computation adds on top of its caller, point by point."""
+        steps = [0] * (len(live) + 1)
+        for b in results:
+            steps[self.start_of(b)] += self.size_of(b)
+        base = self.parameter_bytes()
+        return [v - base - r for v, r in zip(live, accumulate(steps))]
 
     def buffers(self) -> list[BufferRange]:
         """Every buffer of the computation with its live range, in definition order."""
@@ -555,7 +564,7 @@ class ModuleLiveness:
     def nested_bytes(self, computation: HloComputation) -> int:
         """What running `computation` adds on top of its caller at the call point."""
         c = self.computation(computation)
-        return max(0, c.peak_bytes - c.parameter_bytes() - c.root_bytes())
+        return max(0, max(c.nested_profile(c.live_bytes, c.result_buffers()), default=0))
 
     def nested_bytes_of(self, inst: HloInstruction, caller: HloComputation) -> int:
         """Nested bytes at a while/conditional/call/async call site (records the site)."""
