@@ -48,9 +48,9 @@ from jax.sharding import PartitionSpec as P
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-import hlo_dedup  # noqa: E402
-from hlo_dedup.analysis import analyze, format_bytes  # noqa: E402
-from hlo_dedup.analysis.xla_dump import read_xla_memory  # noqa: E402
+import hlo_dedup
+from hlo_dedup.analysis import analyze, format_bytes
+from hlo_dedup.analysis.xla_dump import read_xla_memory
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,9 @@ def compile_step(cfg: Config, dump_dir: Path) -> Path:
     if cfg.fsdp:
         mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
         row = NamedSharding(mesh, P("x"))
-        spec = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32, sharding=row)  # noqa: E731
+        spec = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32, sharding=row)
     else:
-        spec = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+        spec = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32)
     if cfg.scan:
         params = {k: spec((cfg.layers, *v)) for k, v in shapes.items()}
     else:
@@ -141,7 +141,7 @@ def measure(cfg: Config, dump_dir: Path) -> dict[str, object]:
     liveness = analyze(module)
     ours = liveness.peak_bytes
     seconds = time.process_time() - start
-    count = sum(len(liveness.computation(c).instructions) for c in liveness._computations)
+    count = sum(len(c.instructions) for c in liveness.analysed())
     return {"config": cfg, "path": path, "xla": xla, "ours": ours, "instructions": count, "seconds": seconds}
 
 

@@ -161,10 +161,8 @@ def _apply_to_module(module: hlo_dedup.HloModule, folds: list[tuple[str, str, st
 def _assert_model_matches(pricer: FoldPricer, after: hlo_dedup.HloModule) -> None:
     """Every computation the fresh analysis of `after` reaches: same peak, and the same live
     bytes at every instruction that survived."""
-    fresh = analyze(after)
-    fresh.peak_bytes
-    for comp in list(fresh._computations):
-        truth = fresh.computation(comp)
+    for truth in analyze(after).analysed():
+        comp = truth.computation
         model = dict(zip((i.name for i in pricer.liveness.computation(comp.name).instructions),
                          pricer.live_bytes(comp.name)))
         assert {i.name: model[i.name] for i in truth.instructions} == dict(

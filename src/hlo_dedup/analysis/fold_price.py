@@ -24,18 +24,20 @@ buffer at its own program point only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from .liveness import ComputationLiveness, Leaf, ModuleLiveness
+from .buffers import Leaf
+from .liveness import ComputationLiveness, ModuleLiveness
 from .segment_tree import RangeAddMaxTree
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
     from ..ir.instruction import HloInstruction
     from ..ir.module import HloModule
-    from .liveness import Buffer
+    from .buffers import Buffer
 
 #: Never deleted by the model's DCE (side effects it cannot rule out without attributes).
 _KEPT = frozenset(

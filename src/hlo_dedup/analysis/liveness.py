@@ -12,32 +12,10 @@ Schedule
     the module has ``is_scheduled=true``; otherwise the text order, which is a valid
     order (XLA prints post order) but not necessarily the one XLA would schedule.
 
-What allocates
-    A *buffer* is one array leaf (tokens count 0 bytes) of the value an instruction
-    defines, of ``byte_size`` bytes: data only, no 8-byte tuple index tables. Every
-    instruction defines a buffer per leaf of its shape, except the aliasing ones below.
-    Parameters and constants are static allocations in XLA (entry parameters, read-only
-    constants): they are live at every program point of their computation.
-
-What aliases (defines no buffer; its leaves are buffers of its operands)
-    * ``get-tuple-element``: the leaves of its element of the operand.
-    * ``tuple``: the leaves of its operands, in order.
-    * ``bitcast``, ``opt-barrier``, ``domain``, ``add-dependency``, ``set-dimension-size``:
-      operand 0's leaves (XLA: no new value; bitcasts define none on CPU).
-    * ``while``: its operand's leaves (XLA colocates the loop state with the init value,
-      the body parameter and the body root).
-    * async pairs, as XLA's dataflow: ``all-gather-start`` / ``async-start`` (and the
-      ``<op>-start`` sugar) element 0 are the operands and the rest is new;
-      ``collective-permute-start`` and ``send`` element 0 is operand 0; ``copy-start``
-      element 1 is operand 0; ``copy-done`` is its operand's element 0;
-      ``all-gather-done`` / ``collective-permute-done`` / ``async-done`` its element 1;
-      ``recv-done`` element 0 is the ``recv``'s element 0; ``all-reduce-done`` and
-      ``async-update`` are their operand.
-    ``call`` and ``conditional`` results are new buffers in the caller (XLA's values come
-    from the callee root, which this model charges to the caller instead, see below).
-    In-place sharing (a ``dynamic-update-slice`` or fusion writing into a dying operand,
-    ``output_to_operand_aliasing``) is not modelled: every other instruction allocates,
-    so the estimate is an upper bound of what XLA's buffer sharing achieves.
+What allocates and what aliases
+    See `buffers`: XLA's dataflow rules (tuple, get-tuple-element, bitcast, opt-barrier,
+    while and the async pairs alias; everything else allocates); parameters and constants
+    are static, live at every program point.
 
 Live ranges
     A buffer is live from its defining instruction to its last reader, both inclusive
@@ -65,145 +43,36 @@ the peak and its first program point.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import sub
-from typing import TYPE_CHECKING, Iterator, Union
+from typing import TYPE_CHECKING
 
-from ..ir.shape import Shape, byte_size
+from .buffers import (
+    DEFINE,
+    GTE,
+    STATIC,
+    Buffer,
+    Leaf,
+    ShapeInfo,
+    alias_leaves,
+    array_bytes,
+    kind_of,
+    leaf_indices,
+    new_leaves,
+    runs_callee,
+)
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
     from ..ir.instruction import HloInstruction
     from ..ir.module import HloModule
+    from ..ir.shape import Shape
 
-# Kinds of instruction, by how its leaves relate to its operands'.
-DEFINE = 0  # every leaf is a new buffer
-STATIC = 1  # every leaf is a new buffer, live throughout (parameter, constant)
-FORWARD = 2  # all leaves are operand 0's
-GTE = 3  # one element of operand 0
-TUPLE = 4  # all operands' leaves, concatenated
-ELEMENT = 5  # one element of operand 0 (arg: the element index)
-PREFIX = 6  # element 0 aliases the operands (arg: "all" or "first"), the rest is new
-COPY_START = 7  # element 1 aliases operand 0, the rest is new
-RECV_DONE = 8  # element 0 aliases operand 0's element 0, the rest is new
-
-_KINDS: dict[str, tuple[int, object]] = {
-    "parameter": (STATIC, None),
-    "constant": (STATIC, None),
-    "get-tuple-element": (GTE, None),
-    "tuple": (TUPLE, None),
-    "copy-done": (ELEMENT, 0),
-    "all-gather-done": (ELEMENT, 1),
-    "collective-permute-done": (ELEMENT, 1),
-    "async-done": (ELEMENT, 1),
-    "all-gather-start": (PREFIX, "all"),
-    "async-start": (PREFIX, "all"),
-    "collective-permute-start": (PREFIX, "first"),
-    "send": (PREFIX, "first"),
-    "copy-start": (COPY_START, None),
-    "recv-done": (RECV_DONE, None),
-}
-for _op in ("bitcast", "opt-barrier", "domain", "add-dependency", "set-dimension-size", "while",
-            "all-reduce-done", "async-update"):
-    _KINDS[_op] = (FORWARD, None)
-
-STATIC_CODE = 1  # opcode classes of the build loop: 0 is a plain definer
-SPECIAL_CODE = 2
-
-#: Opcodes with their own asynchronous forms; any other `<op>-start/-update/-done` is
-#: XLA's sugar for async-start/-update/-done wrapping <op>.
-_REAL_ASYNC = ("all-gather", "all-reduce", "collective-permute", "copy", "recv", "send")
-
-#: Instructions that run a called computation at their program point.
-NESTED_OPCODES = frozenset({"while", "conditional", "call", "async-start"})
-
-
-def kind_of(opcode: str) -> tuple[int, object]:
-    """The aliasing kind of an opcode and its argument (async sugar resolved)."""
-    kind = _KINDS.get(opcode)
-    if kind is not None:
-        return kind
-    for suffix in ("-start", "-update", "-done"):
-        if opcode.endswith(suffix) and not opcode.startswith(_REAL_ASYNC):
-            return _KINDS["async" + suffix]
-    return (DEFINE, None)
-
-
-def runs_callee(opcode: str) -> bool:
-    """True for while, conditional, call and async starts (incl. `<op>-start` sugar)."""
-    if opcode.endswith("-start") and not opcode.startswith(_REAL_ASYNC):
-        return True
-    return opcode in NESTED_OPCODES
-
-
-class Leaf:
-    """One array leaf defined by a tuple-shaped instruction: a buffer."""
-
-    __slots__ = ("instruction", "index", "size")
-
-    def __init__(self, instruction: HloInstruction, index: int, size: int) -> None:
-        self.instruction = instruction
-        self.index = index  # position in the depth-first list of the shape's leaves
-        self.size = size
-
-    def __repr__(self) -> str:
-        return f"<Leaf {self.instruction.name}#{self.index} {self.size}B>"
-
-
-#: A buffer: the instruction itself for an array-shaped definer, else a Leaf.
-Buffer = Union["HloInstruction", Leaf]
-
-
-class _ShapeInfo:
-    """Bytes and tuple structure of one Shape object."""
-
-    __slots__ = ("shape", "size", "leaf_sizes", "spans")
-
-    def __init__(self, shape: Shape) -> None:
-        self.shape = shape
-        self.leaf_sizes: tuple[int, ...] | None = None
-        self.spans: tuple[tuple[int, int], ...] = ()  # (first leaf, leaf count) per element
-        if shape.is_tuple:
-            sizes: list[int] = []
-            spans = []
-            for element in shape.tuple_shapes or ():
-                start = len(sizes)
-                _flatten_sizes(element, sizes)
-                spans.append((start, len(sizes) - start))
-            self.leaf_sizes = tuple(sizes)
-            self.spans = tuple(spans)
-            self.size = sum(sizes)
-        else:
-            self.size = _array_bytes(shape)
-
-
-def _array_bytes(shape: Shape) -> int:
-    return byte_size(shape) if shape.is_array or shape.is_buffer else 0
-
-
-def _flatten_sizes(shape: Shape, out: list[int]) -> None:
-    if shape.is_tuple:
-        for element in shape.tuple_shapes or ():
-            _flatten_sizes(element, out)
-    else:
-        out.append(_array_bytes(shape))
-
-
-def leaf_indices(shape: Shape) -> list[tuple[int, ...]]:
-    """XLA shape indices of the leaves, depth-first (``[()]`` for an array)."""
-    out: list[tuple[int, ...]] = []
-
-    def walk(s: Shape, prefix: tuple[int, ...]) -> None:
-        if s.is_tuple:
-            for i, element in enumerate(s.tuple_shapes or ()):
-                walk(element, prefix + (i,))
-        else:
-            out.append(prefix)
-
-    walk(shape, ())
-    return out
-
+# Opcode classes of the build loop: 0 is a plain definer.
+STATIC_CODE = 1  # parameter, constant
+SPECIAL_CODE = 2  # visited one by one: aliases, calls
 
 @dataclass(frozen=True)
 class BufferRange:
@@ -295,7 +164,7 @@ class ComputationLiveness:
             if info.leaf_sizes is None:  # an array-shaped call: a plain definer
                 self.sizes[p] = info.size
                 return
-            own = _new_leaves(inst, info, range(len(info.leaf_sizes)))
+            own = new_leaves(inst, info, range(len(info.leaf_sizes)))
             self.leaves[inst] = self.defines[inst] = own
             for b in own:
                 if code == STATIC:
@@ -304,7 +173,7 @@ class ComputationLiveness:
                 else:
                     self.leaf_ends[b] = p
             return
-        found = self._alias_leaves(inst, code, arg, info, ml.shape_info)
+        found = alias_leaves(inst, code, arg, info, ml.shape_info, self.leaves_of)
         if found is None:  # the aliasing rule does not fit this shape: a plain definer
             self.sizes[p] = info.size
             return
@@ -365,50 +234,6 @@ class ComputationLiveness:
             live[p] += extra
         return live
 
-    def _alias_leaves(self, inst: HloInstruction, kind: int, arg: object, info: _ShapeInfo,
-                      info_of) -> tuple[Buffer, ...] | None:
-        """Leaves of an aliasing instruction; None if the rule does not fit its shape
-        (then it allocates, as a plain definer)."""
-        operands = inst.operands
-        if kind == TUPLE:
-            return tuple(b for o in operands for b in self.leaves_of(o))
-        if not operands:
-            return self._defined(inst, info)
-        first = self.leaves_of(operands[0])
-        if kind == FORWARD:
-            return first
-        if kind in (GTE, ELEMENT):
-            index = inst.tuple_index if kind == GTE else arg
-            spans = info_of(operands[0].shape).spans
-            if not isinstance(index, int) or not 0 <= index < len(spans):
-                return self._defined(inst, info)
-            start, count = spans[index]
-            return first[start : start + count]
-        spans = info.spans
-        if kind == PREFIX:
-            aliased = tuple(b for o in operands for b in self.leaves_of(o)) if arg == "all" else first
-            element = 0
-        elif kind == COPY_START:
-            aliased, element = first, 1
-        else:  # RECV_DONE
-            operand_spans = info_of(operands[0].shape).spans
-            if not operand_spans:
-                return self._defined(inst, info)
-            start, count = operand_spans[0]
-            aliased, element = first[start : start + count], 0
-        if element >= len(spans) or spans[element][1] != len(aliased):
-            return self._defined(inst, info)
-        start, count = spans[element]
-        total = len(info.leaf_sizes or ())
-        new = iter(_new_leaves(inst, info, [i for i in range(total) if not start <= i < start + count]))
-        return tuple(aliased[i - start] if start <= i < start + count else next(new) for i in range(total))
-
-    @staticmethod
-    def _defined(inst: HloInstruction, info: _ShapeInfo) -> tuple[Buffer, ...] | None:
-        if info.leaf_sizes is None:
-            return None
-        return _new_leaves(inst, info, range(len(info.leaf_sizes)))
-
     # ------------------------------------------------------------------ buffers
     def leaves_of(self, inst: HloInstruction) -> tuple[Buffer, ...]:
         """The buffers an instruction's value lives in, depth-first by leaf."""
@@ -433,7 +258,7 @@ class ComputationLiveness:
         if type(b) is Leaf:
             return b.size
         if b in self.static:
-            return _array_bytes(b.shape)
+            return array_bytes(b.shape)
         return self.sizes[self.position[b]]
 
     def start_of(self, b: Buffer) -> int:
@@ -498,11 +323,6 @@ class ComputationLiveness:
         return out
 
 
-def _new_leaves(inst: HloInstruction, info: _ShapeInfo, indices) -> tuple[Leaf, ...]:
-    sizes = info.leaf_sizes or ()
-    return tuple(Leaf(inst, i, sizes[i]) for i in indices)
-
-
 class ModuleLiveness:
     """Liveness of a module's computations, each analysed on first request.
 
@@ -519,7 +339,7 @@ class ModuleLiveness:
         # bytes as a plain buffer, -1 if tuple-shaped. Keyed by id(); `_shapes` keeps
         # the objects alive so an id is never reused while this analysis exists.
         self.plain_size: dict[int, int] = {}
-        self._shapes: dict[int, _ShapeInfo] = {}
+        self._shapes: dict[int, ShapeInfo] = {}
         # Per opcode: 0 for a plain definer, STATIC_CODE for parameter and constant,
         # SPECIAL_CODE for anything else the build visits one by one.
         self.opcode_code: dict[str, int] = {}
@@ -529,10 +349,10 @@ class ModuleLiveness:
         size = self.plain_size[id(shape)] = -1 if info.leaf_sizes is not None else info.size
         return size
 
-    def shape_info(self, shape: Shape) -> _ShapeInfo:
+    def shape_info(self, shape: Shape) -> ShapeInfo:
         info = self._shapes.get(id(shape))
         if info is None or info.shape is not shape:
-            info = self._shapes[id(shape)] = _ShapeInfo(shape)
+            info = self._shapes[id(shape)] = ShapeInfo(shape)
         return info
 
     def learn_opcode(self, opcode: str) -> int:
@@ -580,6 +400,13 @@ class ModuleLiveness:
         if self.module.entry is None:
             return 0
         return self.computation(self.module.entry).peak_bytes
+
+    def analysed(self) -> list[ComputationLiveness]:
+        """Every computation analysed so far, after analysing the entry: at least the entry
+        and every computation it runs (while, conditional, call, async)."""
+        if self.module.entry is not None:
+            self.computation(self.module.entry)
+        return list(self._computations.values())
 
 
 def analyze(module: HloModule) -> ModuleLiveness:

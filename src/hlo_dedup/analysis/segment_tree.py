@@ -16,7 +16,7 @@ _PADDING = -(1 << 62)  # leaves past n: never the maximum, whatever the real val
 class RangeAddMaxTree:
     """Values v[0..n) (n >= 1): ``add`` on [lo, hi], ``max`` on [lo, hi], ``peak``, ``argmax``."""
 
-    __slots__ = ("n", "_size", "_height", "_top", "_add")
+    __slots__ = ("_add", "_height", "_size", "_top", "n")
 
     def __init__(self, values: list[int]) -> None:
         n = len(values)

@@ -29,10 +29,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-_VALUE = re.compile(r"^ value: <\d+ ([^\s{}>]+)(?:\{([\d,]*)\})?(?: \(phi\))? @\d+> \(size=(\d+),offset=(\d+)\)", re.M)
-_ALLOCATION = re.compile(r"^allocation (\d+):", re.M)
-_RANGE = re.compile(r"^\s+([^\s{}:]+)\{([\d,]*)\}:(\d+)-(\d+)$", re.M)
-_TOTAL = re.compile(r"^Total bytes: (\d+)", re.M)
+_VALUE = re.compile(r"^ value: <\d+ ([^\s{}>]+)(?:\{([\d,]*)\})?(?: \(phi\))? @\d+> \(size=(\d+),offset=(\d+)\)", re.MULTILINE)
+_ALLOCATION = re.compile(r"^allocation (\d+):", re.MULTILINE)
+_RANGE = re.compile(r"^\s+([^\s{}:]+)\{([\d,]*)\}:(\d+)-(\d+)$", re.MULTILINE)
+_TOTAL = re.compile(r"^Total bytes: (\d+)", re.MULTILINE)
 _REPORTED = re.compile(r"Stack trace breakdown for peak usage: ([\d ]+) bytes")
 
 Value = tuple[str, tuple[int, ...]]  # (instruction name, shape index)

@@ -39,7 +39,7 @@ from jax.sharding import PartitionSpec as P
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "benchmarks"))
 
-import memory_vs_xla  # noqa: E402
+import memory_vs_xla
 
 # Metadata must not carry this machine's paths.
 jax.config.update("jax_hlo_source_file_canonicalization_regex", r".*/")
