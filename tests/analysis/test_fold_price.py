@@ -238,3 +238,22 @@ def test_budget_limited_folding_computes_the_same_on_xla() -> None:
     _apply_to_module(after, accepted)
     report = verify_semantics(REMAT_LAYERS.read_text(), after.to_text())
     assert report.equal, report.summary()
+
+
+@pytest.mark.parametrize("path", [REMAT_LAYERS, JAX_DATA / "mesh2d_nested.hlo", JAX_DATA / "fsdp_remat_grad.hlo"],
+                         ids=lambda p: p.name)
+def test_prices_are_the_same_when_the_pass_rewrites_the_module_between_folds(path: Path) -> None:
+    """The pass will price each fold just before its ReplaceAllUsesWith, on the module it rewrites."""
+    folds = hlo_dedup.run_passes(hlo_dedup.load(path)).folds
+    untouched = FoldPricer(hlo_dedup.load(path))
+    expected = [untouched.apply_within(f.computation, f.kept, f.removed, budget=0) for f in folds]
+    module = hlo_dedup.load(path)
+    rewritten = FoldPricer(module)
+    comps = {c.name: c for c in module.computations}
+    for fold, want in zip(folds, expected):
+        comp = comps[fold.computation]
+        by_name = {inst.name: inst for inst in comp.instructions}
+        kept, removed = by_name[fold.kept], by_name[fold.removed]
+        assert rewritten.apply_within(comp, kept, removed, budget=0) == want
+        if not want.refused:
+            removed.replace_all_uses_with(kept)
