@@ -212,3 +212,16 @@ def test_xla_reported_peak_is_not_above_its_own_live_range_maximum(stem: str) ->
     assert xla.reported_peak is not None
     assert xla.reported_peak <= xla.live_range_peak
     assert xla.in_use_peak <= xla.total_allocation
+
+
+@pytest.mark.parametrize("path", sorted((DATA.parents[1] / "data" / "neuron").glob("*_substitution*.hlo")),
+                         ids=lambda p: p.name)
+def test_instructions_a_pass_appended_after_their_users_are_placed_as_the_printer_writes_them(path: Path) -> None:
+    module = hlo_dedup.load(path)
+    result = hlo_dedup.run_passes(module, ["neuron-preprocess-kernel-duplicate-remover"])
+    assert any(f.replacement for f in result.folds)  # a clone was appended at the end
+    live = analyze(module).computation(module.entry)
+    reparsed = hlo_dedup.load(module.to_text())
+    printed = analyze(reparsed).computation(reparsed.entry)
+    assert [i.name for i in live.instructions] == [i.name for i in printed.instructions]
+    assert live.live_bytes == printed.live_bytes

@@ -99,49 +99,19 @@ class ComputationLiveness:
     def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation) -> None:
         self.computation = computation
         insts = computation.instructions
+        try:
+            special = self._scan(insts, module_liveness)
+        except KeyError:
+            # A pass appended instructions after their users (the preprocess-kernel pass's
+            # clones): place each right before its first user, as the printer writes it.
+            insts = definition_order(computation.name, insts)
+            special = self._scan(insts, module_liveness)
         self.instructions = insts
         n = len(insts)
-        self.position: dict[HloInstruction, int] = {}
-        # A plain definer (array-shaped, not an alias, not static) is its own buffer:
-        # its bytes and last program point are kept by program point.
-        self.sizes: list[int] = [0] * n
-        self.ends: list[int] = list(range(n))  # nothing reads it: live at its definition
-        special: list[int] = []
-        self.static: set[Buffer] = set()  # parameters and constants: live throughout
-        static_bytes = 0
-        position, sizes, ends, static = self.position, self.sizes, self.ends, self.static
-        plain_size = module_liveness.plain_size
-        opcode_code = module_liveness.opcode_code
-        learn_shape = module_liveness.learn_shape
-        learn_opcode = module_liveness.learn_opcode
-        try:
-            for p, inst in enumerate(insts):
-                position[inst] = p
-                for o in inst.operands:
-                    ends[position[o]] = p
-                shape = inst.shape
-                size = plain_size.get(id(shape))
-                if size is None:
-                    size = learn_shape(shape)
-                code = opcode_code.get(inst.opcode)
-                if code is None:
-                    code = learn_opcode(inst.opcode)
-                if code or size < 0:
-                    if code == STATIC_CODE and size >= 0:  # array parameter or constant
-                        static.add(inst)
-                        static_bytes += size
-                    else:
-                        special.append(p)
-                else:
-                    sizes[p] = size
-        except KeyError as e:
-            raise ValueError(f"{computation.name}: an operand is used before its definition "
-                             f"or lives in another computation ({e})") from None
         # Everything else: the buffers its value lives in, and the ones it defines.
         self.leaves: dict[HloInstruction, tuple[Buffer, ...]] = {}
         self.defines: dict[HloInstruction, tuple[Leaf, ...]] = {}
         self.leaf_ends: dict[Leaf, int] = {}
-        self.static_bytes = static_bytes
         self.element_readers: set[HloInstruction] = set()  # get-tuple-elements
         self.nested: dict[int, int] = {}  # program point -> nested bytes of its callees
         for p in special:
@@ -154,6 +124,43 @@ class ComputationLiveness:
         self.live_bytes: list[int] = self._profile()
 
     # ----------------------------------------------------------------- building
+    def _scan(self, insts: list[HloInstruction], ml: ModuleLiveness) -> list[int]:
+        """The one loop over all instructions: program points, each operand's last reader,
+        plain buffer sizes, static bytes. Returns the points to visit one by one; raises
+        KeyError when an operand comes later in `insts`."""
+        n = len(insts)
+        self.position: dict[HloInstruction, int] = {}
+        # A plain definer (array-shaped, not an alias, not static) is its own buffer:
+        # its bytes and last program point are kept by program point.
+        self.sizes: list[int] = [0] * n
+        self.ends: list[int] = list(range(n))  # nothing reads it: live at its definition
+        self.static: set[Buffer] = set()  # parameters and constants: live throughout
+        special: list[int] = []
+        static_bytes = 0
+        position, sizes, ends, static = self.position, self.sizes, self.ends, self.static
+        plain_size, opcode_code = ml.plain_size, ml.opcode_code
+        for p, inst in enumerate(insts):
+            position[inst] = p
+            for o in inst.operands:
+                ends[position[o]] = p
+            shape = inst.shape
+            size = plain_size.get(id(shape))
+            if size is None:
+                size = ml.learn_shape(shape)
+            code = opcode_code.get(inst.opcode)
+            if code is None:
+                code = ml.learn_opcode(inst.opcode)
+            if code or size < 0:
+                if code == STATIC_CODE and size >= 0:  # array parameter or constant
+                    static.add(inst)
+                    static_bytes += size
+                else:
+                    special.append(p)
+            else:
+                sizes[p] = size
+        self.static_bytes = static_bytes
+        return special
+
     def _classify(self, inst: HloInstruction, p: int, ml: ModuleLiveness) -> None:
         """Leaves and own buffers of an instruction that is not a plain definer."""
         code, arg = kind_of(inst.opcode)
@@ -321,6 +328,33 @@ class ComputationLiveness:
                 out.append(BufferRange(inst.name, index, self.size_of(b), self.start_of(b),
                                        self.end_of(b), b in self.static))
         return out
+
+
+def definition_order(name: str, insts: list[HloInstruction]) -> list[HloInstruction]:
+    """`insts` with every instruction moved after its operands, otherwise in order."""
+    members = set(insts)
+    placed: set[HloInstruction] = set()
+    order: list[HloInstruction] = []
+    for start in insts:
+        if start in placed:
+            continue
+        stack = [(start, iter(start.operands))]
+        visiting = {start}
+        while stack:
+            node, operands = stack[-1]
+            for o in operands:
+                if o not in placed:
+                    if o in visiting or o not in members:
+                        raise ValueError(f"{name}: {o.name} is part of a cycle or not in this computation")
+                    visiting.add(o)
+                    stack.append((o, iter(o.operands)))
+                    break
+            else:
+                stack.pop()
+                visiting.discard(node)
+                placed.add(node)
+                order.append(node)
+    return order
 
 
 class ModuleLiveness:
