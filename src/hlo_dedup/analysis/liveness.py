@@ -10,7 +10,9 @@ value lives), simplified where XLA's answer depends on the backend:
 Schedule
     The instruction order of a computation is its schedule: exactly XLA's sequence when
     the module has ``is_scheduled=true``; otherwise the text order, which is a valid
-    order (XLA prints post order) but not necessarily the one XLA would schedule.
+    order (XLA prints post order) but not necessarily the one XLA would schedule. An
+    instruction a pass appended after its users (the preprocess-kernel pass's clones)
+    is placed right before its first user, as the printer writes it.
 
 What allocates and what aliases
     See `buffers`: XLA's dataflow rules (tuple, get-tuple-element, bitcast, opt-barrier,
