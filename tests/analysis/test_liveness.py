@@ -225,3 +225,25 @@ def test_instructions_a_pass_appended_after_their_users_are_placed_as_the_printe
     printed = analyze(reparsed).computation(reparsed.entry)
     assert [i.name for i in live.instructions] == [i.name for i in printed.instructions]
     assert live.live_bytes == printed.live_bytes
+
+
+def test_an_instruction_whose_shape_cannot_be_known_counts_zero_and_is_listed() -> None:
+    module = hlo_dedup.load("""\
+HloModule m
+
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] maximum(a, b)
+}
+
+ENTRY main {
+  x = f32[2,8]{1,0} parameter(0)
+  c = f32[] constant(0)
+  w = reduce-window(x, c), window={size=1x2 stride=1x2}, to_apply=max
+  ROOT n = f32[2,4]{1,0} negate(w)
+}
+""")
+    live = analyze(module).computation("main")
+    assert [i.name for i in live.unsized] == ["w"]
+    assert live.live_bytes == [68, 68, 68, 100]  # x 64 and c 4 static; n 32; w unknown

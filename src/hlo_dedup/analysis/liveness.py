@@ -12,7 +12,9 @@ Schedule
     the module has ``is_scheduled=true``; otherwise the text order, which is a valid
     order (XLA prints post order) but not necessarily the one XLA would schedule. An
     instruction a pass appended after its users (the preprocess-kernel pass's clones)
-    is placed right before its first user, as the printer writes it.
+    is placed right before its first user, as the printer writes it. An instruction
+    written without a shape that cannot be inferred (XLA's text allows omitting it)
+    counts 0 bytes and is listed in ``unsized``.
 
 What allocates and what aliases
     See `buffers`: XLA's dataflow rules (tuple, get-tuple-element, bitcast, opt-barrier,
@@ -137,6 +139,7 @@ class ComputationLiveness:
         self.sizes: list[int] = [0] * n
         self.ends: list[int] = list(range(n))  # nothing reads it: live at its definition
         self.static: set[Buffer] = set()  # parameters and constants: live throughout
+        self.unsized: list[HloInstruction] = []  # written without a shape, not inferable: 0 bytes
         special: list[int] = []
         static_bytes = 0
         position, sizes, ends, static = self.position, self.sizes, self.ends, self.static
@@ -145,7 +148,11 @@ class ComputationLiveness:
             position[inst] = p
             for o in inst.operands:
                 ends[position[o]] = p
-            shape = inst.shape
+            try:
+                shape = inst.shape
+            except ValueError:
+                self.unsized.append(inst)
+                continue
             size = plain_size.get(id(shape))
             if size is None:
                 size = ml.learn_shape(shape)
@@ -166,7 +173,12 @@ class ComputationLiveness:
     def _classify(self, inst: HloInstruction, p: int, ml: ModuleLiveness) -> None:
         """Leaves and own buffers of an instruction that is not a plain definer."""
         code, arg = kind_of(inst.opcode)
-        info = ml.shape_info(inst.shape)
+        try:
+            info = ml.shape_info(inst.shape)
+            found = None if code <= STATIC else alias_leaves(inst, code, arg, info, ml.shape_info, self.leaves_of)
+        except ValueError:  # an operand's shape is unknown (see `unsized`)
+            self.unsized.append(inst)
+            return
         if runs_callee(inst.opcode) and inst.called_computations:
             self.nested[p] = ml.nested_bytes_of(inst, self.computation)
         if code <= STATIC:  # array parameters and constants never come here
@@ -182,7 +194,6 @@ class ComputationLiveness:
                 else:
                     self.leaf_ends[b] = p
             return
-        found = alias_leaves(inst, code, arg, info, ml.shape_info, self.leaves_of)
         if found is None:  # the aliasing rule does not fit this shape: a plain definer
             self.sizes[p] = info.size
             return
