@@ -54,6 +54,9 @@ def test_fold_that_keeps_the_gather_live_across_the_peak() -> None:
     # s (5), the peak: +64. g2's own range [6, 7] is gone.
     assert (price.live_range_extension, price.peak_bytes_before, price.peak_bytes_after) == (4, 1672, 1736)
     assert price.crosses_peak and price.peak_instruction == "s" and not price.refused
+    assert price.to_json() == {"computation": "main", "kept": "g1", "removed": "g2", "live_range_extension": 4,
+                               "peak_bytes_before": 1672, "peak_bytes_after": 1736, "crosses_peak": True,
+                               "peak_instruction": "s", "refused": False}
     assert pricer.live_bytes("main") == [520, 520, 584, 648, 1672, 1736, 712, 776, 712]
 
 

@@ -78,9 +78,11 @@ class FoldPrice:
 class FoldPricer:
     """Prices folds in order against one module's liveness model.
 
-    The module is only read (and must not change structurally while folds are priced,
-    except that the pass may already have re-pointed the uses of earlier removed
-    instructions: the model gives the same answer either way).
+    Build it before the pass rewrites anything and call it with each fold just before
+    the fold's ReplaceAllUsesWith: the module is only read, and the answers are the same
+    whether or not the uses of earlier removed instructions were already re-pointed. It
+    must not change otherwise (no DCE) while folds are priced. `spmd` is the module's
+    `use_spmd_partitioning`: whether HloDCE may delete collectives.
     """
 
     def __init__(self, module: HloModule, *, spmd: bool = True) -> None:
@@ -115,7 +117,8 @@ class FoldPricer:
         return self._state(self.liveness.computation(computation).computation).tree.values()
 
     # ---------------------------------------------------------------- internals
-    def _run(self, computation, kept, removed, *, budget: int | None, commit: bool) -> FoldPrice:
+    def _run(self, computation: HloComputation | str, kept: HloInstruction | str,
+             removed: HloInstruction | str, *, budget: int | None, commit: bool) -> FoldPrice:
         state = self._state(self.liveness.computation(computation).computation)
         k = state.instruction(kept)
         r = state.instruction(removed)
