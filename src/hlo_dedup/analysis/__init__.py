@@ -6,7 +6,7 @@
     >>> price.live_range_extension, price.peak_bytes_before, price.peak_bytes_after
 """
 
-from .budget import format_bytes, parse_budget
+from .budget import parse_budget
 from .fold_price import FoldPrice, FoldPricer
 from .liveness import BufferRange, ComputationLiveness, ModuleLiveness, analyze
 
@@ -17,6 +17,5 @@ __all__ = [
     "FoldPricer",
     "ModuleLiveness",
     "analyze",
-    "format_bytes",
     "parse_budget",
 ]

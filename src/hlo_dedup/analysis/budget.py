@@ -1,4 +1,4 @@
-"""Byte counts as users write them (``--max-peak-increase 64MiB``) and as reports show them."""
+"""Byte counts as users write them (``--max-peak-increase 64MiB``)."""
 
 from __future__ import annotations
 
@@ -43,17 +43,3 @@ def parse_budget(text: str) -> int:
         raise ValueError(f"invalid byte count {text!r}: it is not a whole number of bytes")
     return value
 
-
-def format_bytes(count: int) -> str:
-    """Human-readable binary size: ``512 B``, ``1.5 KiB``, ``64 MiB``, ``-2.25 GiB``."""
-    sign = "-" if count < 0 else ""
-    value = abs(count)
-    if value < 1024:
-        return f"{sign}{value} B"
-    exponent = 1
-    while exponent < 4 and value >= 1024 ** (exponent + 1):
-        exponent += 1
-    unit = ("KiB", "MiB", "GiB", "TiB")[exponent - 1]
-    scaled = value / 1024**exponent
-    text = f"{scaled:.2f}".rstrip("0").rstrip(".")
-    return f"{sign}{text} {unit}"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 
 def human_bytes(n: int) -> str:
-    """1536 -> '1.5 KiB' (binary units; plain bytes below 1 KiB)."""
+    """1536 -> '1.5 KiB' (binary units; plain bytes below 1 KiB; -1536 -> '-1.5 KiB')."""
+    if n < 0:
+        return "-" + human_bytes(-n)
     if n < 1024:
         return f"{n} B"
     value = float(n)
