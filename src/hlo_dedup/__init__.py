@@ -41,11 +41,14 @@ def load(source: str | os.PathLike[str], *, spmd: bool = True, format: str | Non
 
 
 def run_passes(
-    module: HloModule, passes: Sequence[str] | None = None, *, strict: bool = False
+    module: HloModule, passes: Sequence[str] | None = None, *, strict: bool = False,
+    max_peak_increase: int | None = None,
 ) -> PipelineResult:
-    """Run registered passes by name (default: neuronx-cc's #76 then #106)."""
+    """Run registered passes by name (default: neuronx-cc's #76 then #106). `strict` refuses
+    hazardous all-gather folds; `max_peak_increase` (bytes) refuses folds that would raise
+    their computation's estimated peak memory by more than that."""
     names = DEFAULT_PIPELINE if passes is None else tuple(passes)
-    return Pipeline.from_names(names, strict=strict).run(module)
+    return Pipeline.from_names(names, strict=strict, max_peak_increase=max_peak_increase).run(module)
 
 
 def save(module: HloModule, path: str | os.PathLike[str], *, format: str | None = None) -> None:

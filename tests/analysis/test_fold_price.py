@@ -228,10 +228,8 @@ def test_folding_remat_gathers_raises_the_peak_and_a_zero_budget_refuses_exactly
     assert fresh.computation(folds[0].computation).peak_bytes == original.computation(folds[0].computation).peak_bytes
 
 
-@pytest.mark.oracle
-@pytest.mark.usefixtures("xla_client")
-def test_budget_limited_folding_computes_the_same_on_xla() -> None:
-    from hlo_dedup.semantic_check import verify_semantics
+def test_budget_limited_folding_computes_the_same_on_xla(xla_client) -> None:  # type: ignore[no-untyped-def]
+    from hlo_dedup.equivalence import check_equivalence
 
     folds = hlo_dedup.run_passes(hlo_dedup.load(REMAT_LAYERS)).folds
     pricer = FoldPricer(hlo_dedup.load(REMAT_LAYERS))
@@ -239,8 +237,15 @@ def test_budget_limited_folding_computes_the_same_on_xla() -> None:
                 if not pricer.apply_within(f.computation, f.kept, f.removed, budget=0).refused]
     after = hlo_dedup.load(REMAT_LAYERS)
     _apply_to_module(after, accepted)
-    report = verify_semantics(REMAT_LAYERS.read_text(), after.to_text())
+    report = check_equivalence(REMAT_LAYERS.read_text(), after.to_text())
     assert report.equal, report.summary()
+    # The pass with --max-peak-increase=0 makes exactly those folds, and computes the same.
+    budgeted = hlo_dedup.load(REMAT_LAYERS)
+    result = hlo_dedup.run_passes(budgeted, max_peak_increase=0)
+    assert [(f.computation, f.kept, f.removed) for f in result.folds] == accepted
+    refused = [i for i in result.passes[-1].instructions if i.fate == "refused"]
+    assert len(refused) == len(folds) - len(accepted) and all("--max-peak-increase" in i.reason for i in refused)
+    assert check_equivalence(REMAT_LAYERS.read_text(), budgeted.to_text()).equal
 
 
 @pytest.mark.parametrize("path", [REMAT_LAYERS, JAX_DATA / "mesh2d_nested.hlo", JAX_DATA / "fsdp_remat_grad.hlo"],

@@ -274,8 +274,8 @@ def test_key_index_path_same_leaf_folds(base_y: str) -> None:
     m = pair(NESTED + _leaf("x", "p", 1, 0) + _leaf("y", base_y, 1, 0), "x", "y")
     result = run(m)
     assert_folded(m, result)
-    # kept innermost-first, as the walk collects it: [index into p{1}, index into p]
-    assert result.folds[0].key["index_path"] == [0, 1]
+    # root first: [index into p, index into p{1}] reaches p{1}{0}
+    assert result.folds[0].key["index_path"] == [1, 0]
 
 
 def test_key_element_type() -> None:

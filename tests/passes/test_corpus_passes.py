@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import support
 from support import corpus_files
 from hlo_dedup import verify_structure
 from hlo_dedup.passes import DEFAULT_PIPELINE, PassError, Pipeline
@@ -41,6 +42,7 @@ def test_passes_over_the_corpus_keep_modules_valid_for_xla(xla_hlo, passes: tupl
             except Exception as e:  # noqa: BLE001
                 failures.append(f"{path.name}:{line}: XLA rejects our output: {str(e)[:200]}")
     assert not failures, "\n".join(failures[:10])
-    assert ran >= 780
-    # DCE finds dead code in dozens of corpus modules; the Neuron passes change a few.
-    assert changed >= (50 if passes == ("dce",) else 1)
+    if support.FULL_CORPUS:
+        assert ran >= 780
+        # DCE finds dead code in dozens of corpus modules; the Neuron passes change a few.
+        assert changed >= (50 if passes == ("dce",) else 1)

@@ -30,8 +30,10 @@ from typing import Any, Callable
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
+from ..analysis.fold_price import FoldPricer
 from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
+from .gather_survey import GatherSurvey
 from .pass_base import HloPass, ModuleTransaction, PassResult
 from .records import FoldRecord, Hazard
 
@@ -91,8 +93,8 @@ def walk_to_parameter(
     node: HloInstruction, path: tuple[int, ...], log: Callable[..., None] | None = None
 ) -> tuple[HloInstruction | None, tuple[int, ...], HloInstruction | None, list[HloInstruction]]:
     """FindRawParameter's walk from `node` with the tuple-index stack `path` (innermost
-    last): the parameter reached and the path left, or None and the instruction the walk
-    stopped at; and the inner gathers it tunnelled through. `log` gets the --v=2 lines."""
+    last): the parameter reached, or None and the instruction the walk stopped at; the path
+    left there; and the inner gathers it tunnelled through. `log` gets the --v=2 lines."""
     pending = list(path)
     inner: list[HloInstruction] = []
     while True:
@@ -111,7 +113,7 @@ def walk_to_parameter(
             if log:
                 log(2, "Found tuple, moving to element at index: %d", index)
             if not 0 <= index < node.operand_count:
-                return None, (), node, inner
+                return None, tuple(pending), node, inner
             pending.pop()
             node = node.operands[index]
             continue
@@ -120,7 +122,7 @@ def walk_to_parameter(
                 log(2, "Found optimization barrier, moving to its input")
         elif op == "convert":
             if not node.operands or not shapes_equal(node.operands[0].shape, node.shape):
-                return None, (), node, inner
+                return None, tuple(pending), node, inner
             if log:
                 log(2, "Found convert operation, moving to its input")
         elif op in ("all-gather", "all-gather-start"):
@@ -128,9 +130,9 @@ def walk_to_parameter(
                 log(2, "Found all-gather operation, moving to its input")
             inner.append(node)
         else:
-            return None, (), node, inner
+            return None, tuple(pending), node, inner
         if not node.operands:
-            return None, (), node, inner
+            return None, tuple(pending), node, inner
         node = node.operands[0]
 
 
@@ -149,8 +151,9 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     name = "neuron_all_gather_duplicate_remover"
     source_file = "neuron_all_gather_duplicate_remover.cc"
 
-    def __init__(self, strict: bool = False) -> None:
+    def __init__(self, strict: bool = False, max_peak_increase: int | None = None) -> None:
         self.strict = strict
+        self.max_peak_increase = max_peak_increase
 
     # ------------------------------------------------------------------- walk
     def find_raw_parameter(self, node: HloInstruction, ag: HloInstruction, vlog: bool) -> _Walk:
@@ -166,16 +169,21 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             self.vlog(2, "Running NeuronDuplicateParameterAllGatherRemover pass")
         folds: list[FoldRecord] = []
         hazards: list[Hazard] = []
+        survey = GatherSurvey(module, walk_to_parameter)
+        # Built before the first rewrite; a computation's model only once it gets a fold.
+        pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
         for comp in module.computations:
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
-            self._process_computation(comp, vlog, folds, hazards, transaction)
+            self._process_computation(comp, vlog, folds, hazards, transaction, survey, pricer)
+            survey.close_computation(comp)
         changed = bool(folds)
         if changed:
             run_dce(module, transaction)
         if vlog:
             self.vlog(2, "NeuronDuplicateParameterAllGatherRemover pass complete")
-        return PassResult(self.name, changed, folds, hazards)
+        return PassResult(self.name, changed, folds, hazards, instructions=survey.records(),
+                          near_misses=survey.near_misses())
 
     def _process_computation(
         self,
@@ -184,8 +192,16 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         folds: list[FoldRecord],
         hazards: list[Hazard],
         transaction: ModuleTransaction,
+        survey: GatherSurvey,
+        pricer: FoldPricer,
     ) -> None:
-        candidates = [inst for inst in comp.instructions if inst.opcode == "all-gather" and inst.operands]
+        candidates = []
+        for inst in comp.instructions:
+            if inst.opcode == "all-gather" and inst.operands:
+                candidates.append(inst)
+            elif inst.opcode in ("all-gather", "all-gather-start"):
+                survey.not_candidate(inst, "no operand" if inst.opcode == "all-gather" else
+                                     "asynchronous (all-gather-start): the pass folds only all-gather")
         # Hazards are judged on the program as written: a fold re-points users, which would
         # hide that a later walk went through a gather an earlier hazardous fold replaced.
         # (The keys do not change: a fold only swaps a gather for one with the same key.)
@@ -195,7 +211,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         for inst in candidates:
             walk = self.find_raw_parameter(inst.operands[0], inst, True) if vlog else walks[inst]
             raw = walk.raw_param
-            if raw is None or raw.opcode != "parameter":
+            if raw is None:
+                survey.not_traced(inst, walk.stop)
                 continue
             if vlog:
                 self.vlog(2, "Found all-gather instruction: %s", inst.to_text())
@@ -207,6 +224,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 shape.layout_key(),
                 inst.replica_groups.groups,
             )
+            key_json = self._key_json(raw, walk, inst)
+            survey.traced(inst, raw, walk.path, key, key_json)
             entries = seen.get(key)
             if entries is None:
                 if vlog:
@@ -219,6 +238,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 hazards.append(Hazard(comp.name, keep.name, inst.name, tuple(reasons), refused=True))
                 match = next((e for e in entries if not _hazard_reasons(walks[e], walks[inst], same_value)), None)
                 if match is None:
+                    survey.refused(inst, keep, tuple(reasons))
                     entries.append(inst)
                     continue
                 keep, reasons = match, []
@@ -227,13 +247,23 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             if not comp.definition_ordered and _depends_on(keep, inst):
                 hazards.append(Hazard(comp.name, keep.name, inst.name,
                                       ("folding would create a cycle",), refused=True))
+                survey.refused(inst, keep, ("folding would create a cycle",))
+                continue
+            budget = self.max_peak_increase
+            price = pricer.apply(comp, keep, inst) if budget is None else pricer.apply_within(comp, keep, inst, budget)
+            if price.refused:
+                survey.refused(inst, keep, (
+                    f"the estimated peak of {comp.name} would rise by {price.peak_increase} bytes "
+                    f"({price.peak_bytes_before} -> {price.peak_bytes_after}), more than the "
+                    f"--max-peak-increase budget of {budget}",))
                 continue
             if vlog:
                 self.vlog(2, "Replacing all-gather with previous result: %s", keep.to_text())
-            record = self._record(comp, keep, inst, self._key_json(raw, walk, inst), bool(reasons))
+            record = self._record(comp, keep, inst, key_json, bool(reasons), price.to_json())
             transaction.before_rewrite()
             inst.replace_all_uses_with(keep)
             folds.append(record)
+            survey.folded(inst, keep)
             if not reasons:
                 same_value[inst] = keep
 
@@ -244,20 +274,19 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         element_type = "tuple" if shape.element_type is None else shape.element_type.value
         return {
             "parameter": raw.name,
-            "index_path": list(walk.path),
+            "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
             "element_type": element_type,
             "shape": shape.to_text(),
             "replica_groups": [list(g) for g in inst.replica_groups.groups],
         }
 
-    def _record(
-        self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any], hazardous: bool
-    ) -> FoldRecord:
+    def _record(self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any],
+                hazardous: bool, memory: dict[str, Any]) -> FoldRecord:
         out_bytes = byte_size(removed.shape)
         shard_count = _shard_count(removed)
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
-                          hazardous=hazardous)
+                          hazardous=hazardous, memory=memory)
 
 
 def _hazard_reasons(keep: _Walk, walk: _Walk, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:

@@ -14,9 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..ir.metadata import program_location
-from ..ir.shape import byte_size
-from .records import InstructionFate, NearMiss
+from .records import InstructionFate, NearMiss, identify
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
@@ -26,6 +24,7 @@ if TYPE_CHECKING:
 #: Ops whose called computations receive the caller's operands as their parameters.
 _PARAMETER_PASSING = frozenset({"call", "fusion", "async-start", "custom-call"})
 _MAX_ORIGIN_DEPTH = 64
+_GLOBAL_TO_LOCAL = "xla.sdy.GlobalToLocalShape"
 
 
 @dataclass
@@ -54,7 +53,8 @@ class GatherSurvey:
     """Collects the pass's decisions for one module, in instruction order."""
 
     module: HloModule
-    walk: Callable[[HloInstruction, tuple[int, ...]], tuple[HloInstruction | None, tuple[int, ...]]]
+    #: The pass's walk: (node, path) -> (parameter or None, path left, stop, inner gathers).
+    walk: Callable[[HloInstruction, tuple[int, ...]], tuple[Any, ...]]
     _entries: dict[HloInstruction, _Entry] = field(default_factory=dict)
     _open: list[_Entry] = field(default_factory=list)  # the computation being processed
     _near: list[NearMiss] = field(default_factory=list)
@@ -112,14 +112,10 @@ class GatherSurvey:
 
     # ------------------------------------------------------------ internals
     def _add(self, entry: _Entry) -> None:
-        inst = entry.inst
-        entry.comp_name = inst.parent.name if inst.parent is not None else ""
-        entry.name, entry.opcode, entry.bytes_output = inst.name, inst.opcode, byte_size(inst.shape)
-        metadata = inst.metadata
-        frame = program_location(metadata, self.module.stack_frames)
-        entry.op_name = metadata.op_name or None
-        entry.source = str(frame) if frame is not None else None
-        self._entries[inst] = entry
+        facts = identify(entry.inst)
+        entry.comp_name, entry.name, entry.opcode = facts["computation"], facts["name"], facts["opcode"]
+        entry.bytes_output, entry.op_name, entry.source = facts["bytes_output"], facts["op_name"], facts["source"]
+        self._entries[entry.inst] = entry
         self._open.append(entry)
 
     def _cross_computation(self) -> list[NearMiss]:
@@ -166,10 +162,25 @@ class GatherSurvey:
             site = sites[0]
             if number >= site.operand_count:
                 return None
-            found, path = self.walk(site.operands[number], path)
+            found = self._see_through(site.operands[number], path)
             if found is None:
                 return None
-            param = found
+            param, path = found
+        return None
+
+    def _see_through(self, node: HloInstruction, path: tuple[int, ...]) -> tuple[HloInstruction, tuple[int, ...]] | None:
+        """The walk, also through Shardy's GlobalToLocalShape (element i is operand i's
+        local shard): attribution follows the value, where the pass's key would stop."""
+        for _ in range(_MAX_ORIGIN_DEPTH):
+            found, path, stop, _ = self.walk(node, path)
+            if found is not None:
+                return found, path
+            if stop is None or stop.opcode != "custom-call" or stop.custom_call_target != _GLOBAL_TO_LOCAL:
+                return None
+            index = path[-1] if path else 0
+            if index >= stop.operand_count:
+                return None
+            node, path = stop.operands[index], path[:-1]
         return None
 
 

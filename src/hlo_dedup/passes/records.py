@@ -4,7 +4,13 @@ instruction the pass considered, and the near misses it saw."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ..ir.metadata import program_location
+from ..ir.shape import byte_size
+
+if TYPE_CHECKING:
+    from ..ir.instruction import HloInstruction
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,9 @@ class FoldRecord:
     bytes_per_device: int = 0
     replacement: str | None = None  # the clone that replaced `removed` (preprocess pass)
     hazardous: bool = False
+    #: The fold's memory price (analysis.FoldPrice.to_json): live_range_extension,
+    #: peak_bytes_before/after, crosses_peak, peak_instruction; None where not priced.
+    memory: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,3 +80,19 @@ class NearMiss:
     reason: str
     computations: tuple[str, ...]
     instructions: tuple[str, ...]
+
+
+def identify(inst: HloInstruction) -> dict[str, Any]:
+    """What a record says about an instruction while it still exists (DCE may delete it):
+    where it is, its output bytes, and its framework op and source line from metadata."""
+    module = inst.module
+    metadata = inst.metadata
+    frame = program_location(metadata, module.stack_frames if module is not None else None)
+    return {
+        "computation": inst.parent.name if inst.parent is not None else "",
+        "name": inst.name,
+        "opcode": inst.opcode,
+        "bytes_output": byte_size(inst.shape),
+        "op_name": metadata.op_name or None,
+        "source": str(frame) if frame is not None else None,
+    }

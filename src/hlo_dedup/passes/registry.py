@@ -24,11 +24,12 @@ def pass_names() -> list[str]:
     return sorted(_PASSES)
 
 
-def create_pass(name: str, *, strict: bool = False) -> HloPass:
-    """Instantiate the pass registered as `name`; KeyError lists the known names."""
+def create_pass(name: str, *, strict: bool = False, max_peak_increase: int | None = None) -> HloPass:
+    """Instantiate the pass registered as `name`; KeyError lists the known names.
+    `strict` and `max_peak_increase` (bytes) configure the all-gather pass."""
     cls = _PASSES.get(name)
     if cls is None:
         raise KeyError(f"Pass {name} not found. Known passes: {', '.join(pass_names())}")
     if cls is NeuronAllGatherDuplicateRemover:
-        return NeuronAllGatherDuplicateRemover(strict=strict)
+        return NeuronAllGatherDuplicateRemover(strict=strict, max_peak_increase=max_peak_increase)
     return cls()
