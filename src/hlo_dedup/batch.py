@@ -272,6 +272,7 @@ def run_batch(arguments: Sequence[str], output_dir: str, options: RunOptions, *,
         _common([r.input_format for r in done], options.input_format or "hlo"),
         _common([r.output_format for r in done], default_output_format),
         options.passes, strict=options.strict, spmd=options.spmd, inputs=done,
+        max_peak_increase=options.max_peak_increase,
         batch=BatchInfo(tuple(arguments), output_dir, workers, wall),
     )
 

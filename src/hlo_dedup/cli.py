@@ -3,7 +3,8 @@
     hlo-dedup [INPUT|-] [-o OUTPUT] [--passes=p1,p2,...] [--list-passes]
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
-              [--dot=FILE.dot] [--strict] [--spmd | --no-spmd] [--verify]
+              [--dot=FILE.dot] [--strict] [--max-peak-increase=BYTES] [--spmd | --no-spmd]
+              [--verify]
     hlo-dedup INPUT... --output-dir OUT [-j N] [the options above]     (batch mode)
     hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--json]
 
@@ -21,6 +22,7 @@ import sys
 from typing import NoReturn, Sequence, TextIO
 
 from . import __version__
+from .analysis.budget import parse_budget
 from .io.formats import INPUT_FORMATS, INPUT_SUFFIXES, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
 from .report import EXIT_INPUT_ERROR, EXIT_INTERRUPTED, EXIT_OK
@@ -104,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also draw the folds and hazards as a Graphviz graph (render: dot -Tsvg FILE.dot)")
     parser.add_argument("--strict", action="store_true",
                         help="refuse hazardous all-gather folds (and report them as refused)")
+    parser.add_argument("--max-peak-increase", type=_byte_count, metavar="BYTES",
+                        help="refuse all-gather folds that would raise their computation's estimated "
+                             "peak memory by more than BYTES (0, 512KiB, 64MiB, 1.5GiB, ...)")
     parser.add_argument("--spmd", action=argparse.BooleanOptionalAction, default=True,
                         help="read modules as SPMD programs (default); --no-spmd is XLA's text-loader default")
     parser.add_argument("--verify", action="store_true",
@@ -122,6 +127,13 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _byte_count(text: str) -> int:
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _pass_list(raw: str | None, emit_proto: bool) -> tuple[str, ...]:
@@ -143,6 +155,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         output_format="pbtxt" if args.emit_proto else args.output_format,
         split_input_file=args.split_input_file,
         strict=args.strict,
+        max_peak_increase=args.max_peak_increase,
         spmd=args.spmd,
         verify=args.verify,
         v=args.v,

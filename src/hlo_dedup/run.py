@@ -65,6 +65,7 @@ class RunOptions:
     output_format: str | None = None
     split_input_file: bool = False
     strict: bool = False
+    max_peak_increase: int | None = None  # bytes: refuse folds raising a peak by more
     spmd: bool = True
     verify: bool = False
     v: int = 0
@@ -167,7 +168,8 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
         for index, module in enumerate(modules):
             run = ModuleRun(module.name, input, index)
             result.modules.append(run)
-            pipeline = Pipeline.from_names(passes, strict=options.strict)
+            pipeline = Pipeline.from_names(passes, strict=options.strict,
+                                           max_peak_increase=options.max_peak_increase)
             started = time.perf_counter()
 
             def after_pass(p, pass_result, run=run) -> None:  # noqa: ANN001
@@ -250,7 +252,8 @@ def run_file(input: str, output: str, options: RunOptions, *, stdin=None, stdout
             write_line(stderr, result.error)
         return result.exit_status
     report = RunReport(input, output, result.input_format or "hlo", result.output_format or "hlo",
-                       options.passes, strict=options.strict, spmd=options.spmd, inputs=[result])
+                       options.passes, strict=options.strict, spmd=options.spmd, inputs=[result],
+                       max_peak_increase=options.max_peak_increase)
     try:
         for path, render in report_outputs(options):
             write_report_output(path, render(report), stdout)

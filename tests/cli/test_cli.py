@@ -359,7 +359,7 @@ def test_report_json_matches_schema(tmp_path: Path) -> None:
     assert proc.returncode == 0, err(proc)
     data = json.loads(report.read_text())
     jsonschema.validate(data, load_schema())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["pipeline"] == ["neuron-preprocess-kernel-duplicate-remover", "neuron_all_gather_duplicate_remover"]
     (module,) = data["modules"]
     assert module["name"] == "jit__fsdp_forward" and module["changed"] is True

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hlo_dedup.passes import FoldRecord, Hazard, PassResult
+from hlo_dedup.passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
 from hlo_dedup.report import (
     BatchInfo,
     InputResult,
@@ -23,9 +23,20 @@ PIPELINE = ["neuron-preprocess-kernel-duplicate-remover", "neuron_all_gather_dup
 
 
 def sample_result(input: str = "in.hlo") -> InputResult:
+    price = {"computation": "body", "kept": "ag.1", "removed": "ag.2", "live_range_extension": 7,
+             "peak_bytes_before": 10000, "peak_bytes_after": 14096, "crosses_peak": True,
+             "peak_instruction": "dot.3", "refused": False}
     fold = FoldRecord("neuron_all_gather_duplicate_remover", "body", "ag.1", "ag.2",
                       {"parameter": "p", "index_path": [0], "replica_groups": [[0, 1]]}, 4096, 2048,
-                      hazardous=True)
+                      hazardous=True, memory=price)
+    fates = [InstructionFate("body", "ag.1", "all-gather", "kept", bytes_output=4096, op_name="jit(f)/ag",
+                             source="model.py:12"),
+             InstructionFate("body", "ag.2", "all-gather", "folded", "ag.1", bytes_output=4096),
+             InstructionFate("body", "ag.9", "all-gather", "refused", reason="not folded onto ag.1: ...",
+                             bytes_output=4096),
+             InstructionFate("body", "ag.5", "all-gather", "not_traced", reason="the walk stopped at reshape r",
+                             stop=("reshape", "r"), bytes_output=4096)]
+    misses = [NearMiss("same_operand", "2 all-gathers of the same reshape r", ("body",), ("ag.5", "ag.6"))]
     kernel = FoldRecord("neuron-preprocess-kernel-duplicate-remover", "main", "k.1", "k.2",
                         {"backend_config": "cfg"}, 512, 0, "k.3")
     hazards = [Hazard("body", "ag.1", "ag.2", ("different collective modes",), refused=False),
@@ -33,7 +44,7 @@ def sample_result(input: str = "in.hlo") -> InputResult:
     modules = [
         ModuleRun("m", input, 0, [
             PassResult("neuron-preprocess-kernel-duplicate-remover", True, [kernel], [], 0.001),
-            PassResult("neuron_all_gather_duplicate_remover", True, [fold], hazards, 0.002),
+            PassResult("neuron_all_gather_duplicate_remover", True, [fold], hazards, 0.002, fates, misses),
         ], 0.003),
         ModuleRun("n", input, 1, [], 0.0),
     ]
@@ -53,7 +64,16 @@ def test_json_validates_and_totals() -> None:
     assert data["totals"] == {
         "modules": 2, "changed_modules": 1, "passes_run": 2, "folds": 2, "hazards": 2,
         "hazards_refused": 1, "bytes_output": 4608, "bytes_per_device": 2048,
+        "all_gathers": 4, "folds_refused": 1, "peak_increase_bytes": 4096,
     }
+    module = data["modules"][0]
+    assert [g["fate"] for g in module["all_gathers"]] == ["kept", "folded", "refused", "not_traced"]
+    assert module["all_gathers"][3]["stop"] == {"opcode": "reshape", "instruction": "r"}
+    assert module["all_gathers"][0]["source"] == "model.py:12"
+    assert module["memory"] == {"computations": [{"computation": "body", "peak_bytes_before": 10000,
+                                                  "peak_bytes_after": 14096}], "peak_increase_bytes": 4096}
+    assert module["passes"][1]["folds"][0]["memory"]["live_range_extension"] == 7
+    assert module["near_misses"][0]["kind"] == "same_operand"
     assert data["timings"]["total"] == pytest.approx(0.753)
     kernel_fold = data["modules"][0]["passes"][0]["folds"][0]
     assert kernel_fold["replacement"] == "k.3" and kernel_fold["key"] == {"backend_config": "cfg"}
@@ -67,7 +87,7 @@ def test_schema_requires_documented_fields() -> None:
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, load_schema())
     data = json.loads(render_json(sample_report()))
-    data["schema_version"] = 2
+    data["schema_version"] = 1
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, load_schema())
 
@@ -99,7 +119,9 @@ def test_a_batch_report_aggregates_its_inputs() -> None:
     jsonschema.validate(data, load_schema())
     single = json.loads(render_json(RunReport("a.hlo", "-", "hlo", "hlo", PIPELINE, inputs=[good])))
     assert data["modules"] == single["modules"] + [
-        {"name": "k", "input": "b.hlo", "index": 0, "changed": False, "seconds": 0.0, "passes": []}]
+        {"name": "k", "input": "b.hlo", "index": 0, "changed": False, "seconds": 0.0, "passes": [],
+         "all_gathers": [], "kernels": [], "near_misses": [],
+         "memory": {"computations": [], "peak_increase_bytes": 0}}]
     assert data["totals"] == {**single["totals"], "modules": 3}
     assert data["batch"] == {"arguments": ["a.hlo", "b.hlo", "*.nope"], "output_dir": "out", "workers": 2,
                              "files": 3, "ok": 1, "failed": 2, "bytes_in": 1010, "bytes_out": 900,

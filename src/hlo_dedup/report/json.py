@@ -1,30 +1,42 @@
 """The versioned JSON report (`--report`), validated by `schema.json` beside this file.
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "tool": {"name": "hlo-dedup", "version": "0.1.0"},
       "input": "model.hlo", "output": "out.hlo",          # "-" is standard input/output
       "input_format": "hlo", "output_format": "hlo",
       "pipeline": ["neuron-preprocess-kernel-duplicate-remover", ...],
-      "strict": false, "spmd": true,
+      "strict": false, "max_peak_increase": null, "spmd": true,
       "modules": [{
         "name": "jit_f", "input": "model.hlo", "index": 0, "changed": true, "seconds": 0.001,
         "passes": [{
           "name": "...", "changed": true, "seconds": 0.0008,
           "folds": [{"computation", "kept", "removed", "key": {...}, "bytes_output",
-                     "bytes_per_device", "replacement": null, "hazardous": false}],
+                     "bytes_per_device", "replacement": null, "hazardous": false,
+                     "memory": {"live_range_extension", "peak_bytes_before", "peak_bytes_after",
+                                "crosses_peak", "peak_instruction"}}],
           "hazards": [{"computation", "kept", "removed", "reasons": [...], "refused": false}]
-        }]
+        }],
+        "all_gathers": [{"computation", "name", "opcode", "fate", "folded_into", "reason",
+                         "stop": {"opcode", "instruction"}, "key", "bytes_output", "op_name",
+                         "source"}],
+        "kernels": [... the same, for AwsNeuronCustomNativeKernel custom-calls],
+        "near_misses": [{"kind", "reason", "computations", "instructions"}],
+        "memory": {"computations": [{"computation", "peak_bytes_before", "peak_bytes_after"}],
+                   "peak_increase_bytes"}
       }],
       "totals": {"modules", "changed_modules", "passes_run", "folds", "hazards",
-                 "hazards_refused", "bytes_output", "bytes_per_device"},
+                 "hazards_refused", "bytes_output", "bytes_per_device", "all_gathers",
+                 "folds_refused", "peak_increase_bytes"},
       "timings": {"parse": s, "passes": s, "print": s, "total": s}
     }
 
 `bytes_output` is the size of each removed value (an all-gather's gathered result, or a
 kernel's result); `bytes_per_device` is what each device no longer receives for a removed
 all-gather (output × (n−1)/n). Adding a field keeps `schema_version`; renaming or removing one,
-or changing a meaning, bumps it.
+or changing a meaning, bumps it (version 2 made `key.index_path` root first and added the fates,
+near misses and memory prices). Memory figures are estimates: live bytes with the instruction
+order as the schedule (`hlo_dedup.analysis.liveness`).
 
 A batch run writes these fields over all its files (`timings` summed over files) plus `batch`
 (workers, files ok/failed, wall time) and `inputs` (one entry per file: status, exit_status,
@@ -36,10 +48,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..passes import PassResult
+from ..passes import InstructionFate, PassResult
 from .model import InputResult, ModuleRun, RunReport, module_totals, rounded_timings
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_FILE = "schema.json"
 
 
@@ -59,6 +71,7 @@ def report_json(report: RunReport) -> dict[str, Any]:
         "output_format": report.output_format,
         "pipeline": list(report.pipeline),
         "strict": report.strict,
+        "max_peak_increase": report.max_peak_increase,
         "spmd": report.spmd,
         "modules": [_module_json(m) for m in report.modules],
         "totals": report.totals(),
@@ -119,6 +132,34 @@ def _module_json(m: ModuleRun) -> dict[str, Any]:
         "changed": m.changed,
         "seconds": round(m.seconds, 6),
         "passes": [_pass_json(p) for p in m.passes],
+        "all_gathers": [_fate_json(i) for i in m.all_gathers],
+        "kernels": [_fate_json(i) for i in m.kernels],
+        "near_misses": [
+            {"kind": n.kind, "reason": n.reason, "computations": list(n.computations),
+             "instructions": list(n.instructions)}
+            for n in m.near_misses
+        ],
+        "memory": {
+            "computations": [{"computation": name, "peak_bytes_before": before, "peak_bytes_after": after}
+                             for name, (before, after) in m.peak_changes().items()],
+            "peak_increase_bytes": m.peak_increase,
+        },
+    }
+
+
+def _fate_json(i: InstructionFate) -> dict[str, Any]:
+    return {
+        "computation": i.computation,
+        "name": i.name,
+        "opcode": i.opcode,
+        "fate": i.fate,
+        "folded_into": i.folded_into,
+        "reason": i.reason,
+        "stop": {"opcode": i.stop[0], "instruction": i.stop[1]} if i.stop is not None else None,
+        "key": _jsonable(i.key) if i.key is not None else None,
+        "bytes_output": i.bytes_output,
+        "op_name": i.op_name,
+        "source": i.source,
     }
 
 
@@ -137,6 +178,7 @@ def _pass_json(p: PassResult) -> dict[str, Any]:
                 "bytes_per_device": int(f.bytes_per_device),
                 "replacement": f.replacement,
                 "hazardous": bool(f.hazardous),
+                "memory": _memory_json(f.memory),
             }
             for f in p.folds
         ],
@@ -151,6 +193,13 @@ def _pass_json(p: PassResult) -> dict[str, Any]:
             for h in p.hazards
         ],
     }
+
+
+def _memory_json(price: dict[str, Any] | None) -> dict[str, Any] | None:
+    if price is None:
+        return None
+    keys = ("live_range_extension", "peak_bytes_before", "peak_bytes_after", "crosses_peak", "peak_instruction")
+    return {k: price[k] for k in keys}
 
 
 def _jsonable(value: Any) -> Any:

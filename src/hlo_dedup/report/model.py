@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..passes import FoldRecord, Hazard, PassResult
+from ..passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
 
 #: Exit statuses: 1 only for a pass that failed (e.g. a RET_CHECK) or a --verify difference;
 #: 2 for usage, I/O and parse errors and for a module XLA:CPU cannot run under --verify.
@@ -43,6 +43,29 @@ class ModuleRun:
     @property
     def hazards(self) -> list[Hazard]:
         return [h for p in self.passes for h in p.hazards]
+
+    @property
+    def all_gathers(self) -> list[InstructionFate]:
+        """Every all-gather with its fate (empty when the all-gather pass did not run)."""
+        return [i for p in self.passes for i in p.instructions if i.opcode.startswith("all-gather")]
+
+    @property
+    def kernels(self) -> list[InstructionFate]:
+        """Every AwsNeuronCustomNativeKernel with its fate (from the preprocess-kernel pass)."""
+        return [i for p in self.passes for i in p.instructions if i.opcode == "custom-call"]
+
+    @property
+    def near_misses(self) -> list[NearMiss]:
+        return [n for p in self.passes for n in p.near_misses]
+
+    def peak_changes(self) -> dict[str, tuple[int, int]]:
+        """Per computation with priced folds: its estimated peak bytes before and after them."""
+        return peak_changes(self.folds)
+
+    @property
+    def peak_increase(self) -> int:
+        """The largest rise of a computation's estimated peak (0 when none rises)."""
+        return max([after - before for before, after in self.peak_changes().values()] + [0])
 
 
 @dataclass
@@ -102,6 +125,7 @@ class RunReport:
     spmd: bool = True
     inputs: list[InputResult] = field(default_factory=list)
     batch: BatchInfo | None = None
+    max_peak_increase: int | None = None
 
     @property
     def modules(self) -> list[ModuleRun]:
@@ -109,6 +133,17 @@ class RunReport:
 
     def totals(self) -> dict[str, int]:
         return module_totals(self.modules)
+
+
+def peak_changes(folds: Sequence[FoldRecord]) -> dict[str, tuple[int, int]]:
+    """Per computation with priced folds: its estimated peak bytes before the first and
+    after the last of them (folds are priced in order)."""
+    out: dict[str, tuple[int, int]] = {}
+    for fold in folds:
+        if fold.memory is not None:
+            before = out.get(fold.computation, (fold.memory["peak_bytes_before"], 0))[0]
+            out[fold.computation] = (before, fold.memory["peak_bytes_after"])
+    return out
 
 
 def module_totals(modules: Sequence[ModuleRun]) -> dict[str, int]:
@@ -125,6 +160,9 @@ def module_totals(modules: Sequence[ModuleRun]) -> dict[str, int]:
         "hazards_refused": sum(bool(h.refused) for h in hazards),
         "bytes_output": sum(f.bytes_output for f in folds),
         "bytes_per_device": sum(f.bytes_per_device for f in folds),
+        "all_gathers": sum(len(m.all_gathers) for m in modules),
+        "folds_refused": sum(i.fate == "refused" for m in modules for i in m.all_gathers),
+        "peak_increase_bytes": max([m.peak_increase for m in modules] + [0]),
     }
 
 

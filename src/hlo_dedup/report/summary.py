@@ -7,10 +7,11 @@ with the same `total:` line and a `time:` line.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Sequence
 
 from ..passes import PassResult
-from .model import PHASES, InputResult, RunReport, module_totals
+from .model import PHASES, InputResult, RunReport, module_totals, peak_changes
 from .units import human_bytes, human_seconds, plural
 
 MAX_LISTED = 20  # folds or hazards listed per pass
@@ -35,6 +36,7 @@ def input_summary(result: InputResult) -> str:
             lines.append("  no passes run")
         for p in m.passes:
             lines.extend(_pass_lines(p))
+            lines.extend(_fate_lines(p))
     lines.append(_total_line(module_totals(modules)))
     lines.append("time: " + ", ".join(f"{k} {human_seconds(result.timings.get(k, 0.0))}" for k in PHASES))
     return "\n".join(lines) + "\n"
@@ -77,6 +79,57 @@ def _pass_lines(p: PassResult) -> list[str]:
     if len(hazards) > MAX_LISTED:
         lines.append(f"    ... {len(hazards) - MAX_LISTED} more hazards (see --report)")
     return lines
+
+
+def _fate_lines(p: PassResult) -> list[str]:
+    """What the pass made of every instruction it considered, in one line of counts (or of
+    why nothing folded), the memory price, refusals the hazards do not list, near misses."""
+    gathers = [i for i in p.instructions if i.opcode.startswith("all-gather")]
+    kernels = [i for i in p.instructions if i.opcode == "custom-call"]
+    lines = []
+    if gathers:
+        lines.append("    " + _gather_counts(gathers, p))
+    if kernels:
+        fates = Counter(k.fate for k in kernels)
+        counts = ", ".join(f"{fates[f]} {f.replace('_', ' ')}" for f in ("first", "rewritten", "not_matched") if fates[f])
+        lines.append(f"    {plural(len(kernels), 'AwsNeuronCustomNativeKernel custom-call')}: {counts}")
+        unmatched = [k for k in kernels if k.fate == "not_matched"]
+        if unmatched and not fates["rewritten"]:
+            lines.append(f"      {unmatched[0].name}: {unmatched[0].reason}")
+    refused_hazards = {(h.kept, h.removed) for h in p.hazards if h.refused}
+    others = [g for g in gathers if g.fate == "refused" and not any(g.name == r for _, r in refused_hazards)]
+    for g in others[:MAX_LISTED]:
+        lines.append(f"    refused {g.computation}: {g.name}: {g.reason}")
+    for n in p.near_misses[:MAX_LISTED]:
+        shown = ", ".join(n.instructions[:4]) + (", ..." if len(n.instructions) > 4 else "")
+        lines.append(f"    near miss ({shown}): {n.reason}")
+    if len(p.near_misses) > MAX_LISTED:
+        lines.append(f"    ... {len(p.near_misses) - MAX_LISTED} more near misses (see --report)")
+    return lines
+
+
+def _gather_counts(gathers: list, p: PassResult) -> str:  # noqa: ANN001 - InstructionFate
+    fates = Counter(g.fate for g in gathers)
+    n = plural(len(gathers), "all-gather")
+    stops = Counter(g.stop[0] for g in gathers if g.stop is not None)
+    stopped = ", ".join(f"{op} \u00d7{count}" for op, count in stops.most_common())
+    if fates["folded"] or fates["refused"]:
+        parts = [f"{fates['folded']} folded onto {fates['kept']} kept"] if fates["folded"] else []
+        parts += [f"{fates[f]} {f.replace('_', ' ')}" for f in ("refused", "unique", "not_traced") if fates[f]]
+        line = f"{n}: " + ", ".join(parts)
+        changes = peak_changes(p.folds)
+        if changes:
+            rise = max(after - before for before, after in changes.values())
+            peak = f"peak +{human_bytes(rise)}" if rise > 0 else "peak unchanged"
+            line += f"; {peak} (est.) for {human_bytes(sum(f.bytes_per_device for f in p.folds))} " \
+                    "less collective traffic per device"
+        return line
+    if not fates["unique"]:
+        return f"{n}, none traced to a parameter" + (f": walks stopped at {stopped}" if stopped else "")
+    line = f"{n}, no two traced to the same key ({fates['unique']} traced"
+    if fates["not_traced"]:
+        line += f"; {fates['not_traced']} not traced: walks stopped at {stopped}"
+    return line + ")"
 
 
 def _input_line(r: InputResult) -> str:
