@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hlo_dedup"
 CORE_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"syntax", "logs"}),
     frozenset({"ir"}),
-    frozenset({"text"}),
+    frozenset({"text", "analysis"}),
     frozenset({"passes"}),
 )
 

@@ -87,6 +87,7 @@ class _Walk:
     gather: _GatherConfig
     inner_gathers: tuple[_GatherConfig, ...]
     stop: HloInstruction | None = None
+    hops: tuple[tuple[str, str], ...] = ()  # (opcode, name) of each instruction visited
 
 
 def walk_to_parameter(
@@ -94,15 +95,17 @@ def walk_to_parameter(
 ) -> tuple[HloInstruction | None, tuple[int, ...], HloInstruction | None, list[HloInstruction]]:
     """FindRawParameter's walk from `node` with the tuple-index stack `path` (innermost
     last): the parameter reached, or None and the instruction the walk stopped at; the path
-    left there; and the inner gathers it tunnelled through. `log` gets the --v=2 lines."""
+    left there; and every instruction the walk visited, `node` first. `log` gets the
+    --v=2 lines."""
     pending = list(path)
-    inner: list[HloInstruction] = []
+    hops: list[HloInstruction] = []
     while True:
+        hops.append(node)
         if log:
             log(2, "Finding raw parameter for instruction: %s", node.to_text())
         op = node.opcode
         if op == "parameter":
-            return node, tuple(pending), None, inner
+            return node, tuple(pending), None, hops
         if op == "get-tuple-element":
             index = node.tuple_index
             if log:
@@ -113,7 +116,7 @@ def walk_to_parameter(
             if log:
                 log(2, "Found tuple, moving to element at index: %d", index)
             if not 0 <= index < node.operand_count:
-                return None, tuple(pending), node, inner
+                return None, tuple(pending), node, hops
             pending.pop()
             node = node.operands[index]
             continue
@@ -122,18 +125,20 @@ def walk_to_parameter(
                 log(2, "Found optimization barrier, moving to its input")
         elif op == "convert":
             if not node.operands or not shapes_equal(node.operands[0].shape, node.shape):
-                return None, tuple(pending), node, inner
+                return None, tuple(pending), node, hops
             if log:
                 log(2, "Found convert operation, moving to its input")
-        elif op in ("all-gather", "all-gather-start"):
+        elif op in _GATHERS:
             if log:
                 log(2, "Found all-gather operation, moving to its input")
-            inner.append(node)
         else:
-            return None, tuple(pending), node, inner
+            return None, tuple(pending), node, hops
         if not node.operands:
-            return None, tuple(pending), node, inner
+            return None, tuple(pending), node, hops
         node = node.operands[0]
+
+
+_GATHERS = ("all-gather", "all-gather-start")
 
 
 def collective_mode(inst: HloInstruction) -> str:
@@ -159,8 +164,9 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     def find_raw_parameter(self, node: HloInstruction, ag: HloInstruction, vlog: bool) -> _Walk:
         """FindRawParameter: walk up from `node` through forwarding ops to a parameter."""
         gather = _GatherConfig.of(ag)  # the binary snapshots the gather's attributes first
-        raw, path, stop, inner = walk_to_parameter(node, (), self.vlog if vlog else None)
-        return _Walk(raw, path, gather, tuple(_GatherConfig.of(g) for g in inner), stop)
+        raw, path, stop, hops = walk_to_parameter(node, (), self.vlog if vlog else None)
+        inner = tuple(_GatherConfig.of(h) for h in hops if h.opcode in _GATHERS and h is not stop)
+        return _Walk(raw, path, gather, inner, stop, tuple((h.opcode, h.name) for h in hops))
 
     # -------------------------------------------------------------------- run
     def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:
@@ -178,12 +184,16 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             self._process_computation(comp, vlog, folds, hazards, transaction, survey, pricer)
             survey.close_computation(comp)
         changed = bool(folds)
+        deleted: list[tuple[str, str, str]] = []
         if changed:
+            rewritten = {f.computation for f in folds}
+            before = [(c.name, c.instructions) for c in module.computations if c.name in rewritten]
             run_dce(module, transaction)
+            deleted = [(name, i.name, i.to_text()) for name, insts in before for i in insts if i.parent is None]
         if vlog:
             self.vlog(2, "NeuronDuplicateParameterAllGatherRemover pass complete")
         return PassResult(self.name, changed, folds, hazards, instructions=survey.records(),
-                          near_misses=survey.near_misses())
+                          near_misses=survey.near_misses(), deleted=deleted)
 
     def _process_computation(
         self,
@@ -212,7 +222,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             walk = self.find_raw_parameter(inst.operands[0], inst, True) if vlog else walks[inst]
             raw = walk.raw_param
             if raw is None:
-                survey.not_traced(inst, walk.stop)
+                survey.not_traced(inst, walk.stop, walk.hops)
                 continue
             if vlog:
                 self.vlog(2, "Found all-gather instruction: %s", inst.to_text())
@@ -225,7 +235,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 inst.replica_groups.groups,
             )
             key_json = self._key_json(raw, walk, inst)
-            survey.traced(inst, raw, walk.path, key, key_json)
+            survey.traced(inst, raw, walk.path, key, key_json, walk.hops)
             entries = seen.get(key)
             if entries is None:
                 if vlog:
@@ -259,10 +269,14 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 continue
             if vlog:
                 self.vlog(2, "Replacing all-gather with previous result: %s", keep.to_text())
-            record = self._record(comp, keep, inst, key_json, bool(reasons), price.to_json())
+            users = inst.users
+            lines_before = [u.to_text() for u in users]
+            removed_text = inst.to_text()
             transaction.before_rewrite()
             inst.replace_all_uses_with(keep)
-            folds.append(record)
+            rewired = tuple((u.name, b, u.to_text()) for u, b in zip(users, lines_before))
+            folds.append(self._record(comp, keep, inst, key_json, bool(reasons), price.to_json(),
+                                      removed_text, rewired))
             survey.folded(inst, keep)
             if not reasons:
                 same_value[inst] = keep
@@ -281,12 +295,13 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         }
 
     def _record(self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any],
-                hazardous: bool, memory: dict[str, Any]) -> FoldRecord:
+                hazardous: bool, memory: dict[str, Any], removed_text: str,
+                rewired: tuple[tuple[str, str, str], ...]) -> FoldRecord:
         out_bytes = byte_size(removed.shape)
         shard_count = _shard_count(removed)
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
-                          hazardous=hazardous, memory=memory)
+                          hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
 
 
 def _hazard_reasons(keep: _Walk, walk: _Walk, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:

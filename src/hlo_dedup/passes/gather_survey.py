@@ -40,6 +40,7 @@ class _Entry:
     path: tuple[int, ...] = ()
     raw: HloInstruction | None = None
     folded_into: str | None = None
+    walk: tuple[tuple[str, str], ...] = ()
     comp_name: str = ""
     name: str = ""
     opcode: str = ""
@@ -63,13 +64,13 @@ class GatherSurvey:
     def not_candidate(self, inst: HloInstruction, reason: str) -> None:
         self._add(_Entry(inst, "not_candidate", reason=reason))
 
-    def not_traced(self, inst: HloInstruction, stop: HloInstruction | None) -> None:
+    def not_traced(self, inst: HloInstruction, stop: HloInstruction | None, hops: tuple[tuple[str, str], ...]) -> None:
         reason = f"the walk stopped at {stop.opcode} {stop.name}" if stop is not None else "no operand"
-        self._add(_Entry(inst, "not_traced", reason=reason, stop=stop))
+        self._add(_Entry(inst, "not_traced", reason=reason, stop=stop, walk=hops))
 
     def traced(self, inst: HloInstruction, raw: HloInstruction, path: tuple[int, ...], key: tuple,
-               key_json: dict[str, Any]) -> None:
-        self._add(_Entry(inst, "unique", key=key, key_json=key_json, path=path, raw=raw))
+               key_json: dict[str, Any], hops: tuple[tuple[str, str], ...]) -> None:
+        self._add(_Entry(inst, "unique", key=key, key_json=key_json, path=path, raw=raw, walk=hops))
 
     def folded(self, removed: HloInstruction, kept: HloInstruction) -> None:
         self._entries[removed].fate = "folded"
@@ -103,7 +104,7 @@ class GatherSurvey:
     def records(self) -> list[InstructionFate]:
         return [InstructionFate(e.comp_name, e.name, e.opcode, e.fate, e.folded_into, e.reason,
                                 (e.stop.opcode, e.stop.name) if e.stop is not None else None,
-                                e.key_json, e.bytes_output, e.op_name, e.source)
+                                e.key_json, e.bytes_output, e.op_name, e.source, e.walk)
                 for e in self._entries.values()]
 
     def near_misses(self) -> list[NearMiss]:

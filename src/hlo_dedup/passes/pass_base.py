@@ -39,6 +39,9 @@ class PassResult:
     seconds: float = 0.0
     instructions: list[Any] = field(default_factory=list)  # InstructionFate per instruction considered
     near_misses: list[Any] = field(default_factory=list)
+    #: (computation, name, line) of what the pass's closing DCE deleted in the computations
+    #: it rewrote.
+    deleted: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 class ModuleTransaction:

@@ -40,6 +40,10 @@ class FoldRecord:
     #: The fold's memory price (analysis.FoldPrice.to_json): live_range_extension,
     #: peak_bytes_before/after, crosses_peak, peak_instruction; None where not priced.
     memory: dict[str, Any] | None = None
+    #: The rewrite: the removed instruction's line, and (user, line before, line after) for
+    #: every user re-pointed from it.
+    removed_text: str = ""
+    rewired: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class InstructionFate:
     bytes_output: int = 0
     op_name: str | None = None
     source: str | None = None
+    walk: tuple[tuple[str, str], ...] = ()  # (opcode, name) from operand(0) up to where the walk ended
 
 
 @dataclass(frozen=True)
