@@ -49,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import hlo_dedup
-from hlo_dedup.analysis import analyze, format_bytes
+from hlo_dedup.analysis import analyze
+from hlo_dedup.report.units import human_bytes
 from hlo_dedup.analysis.xla_dump import read_xla_memory
 
 
@@ -163,9 +164,9 @@ def main() -> None:
             r = measure(cfg, dump_dir)
             xla, ours = r["xla"], r["ours"]
             reported = xla.reported_peak or 0
-            row = (cfg.name, str(r["instructions"]), format_bytes(xla.in_use_peak),
-                   format_bytes(xla.live_range_peak), format_bytes(reported),
-                   format_bytes(xla.total_allocation), format_bytes(ours),
+            row = (cfg.name, str(r["instructions"]), human_bytes(xla.in_use_peak),
+                   human_bytes(xla.live_range_peak), human_bytes(reported),
+                   human_bytes(xla.total_allocation), human_bytes(ours),
                    f"{ours / xla.in_use_peak:.4f}", f"{ours / xla.live_range_peak:.4f}", f"{ours / reported:.4f}" if reported else "-",
                    f"{ours / xla.total_allocation:.4f}")
             print("| " + " | ".join(row) + " |", flush=True)

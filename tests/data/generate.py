@@ -202,6 +202,42 @@ def _gspmd_compiled() -> tuple[str, str]:
         return compiled.as_text(), after_spmd.read_text()
 
 
+def gspmd_transformer_after_spmd() -> str:
+    """GSPMD attention-style layers under remat and grad, right after spmd-partitioning: the
+    weights are reshaped into heads before use, so the partitioner gathers reshapes (and sums
+    and dots) of parameters, never a parameter itself: nothing the Neuron pass can trace."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    row_sharded = NamedSharding(mesh, P("x", None))
+    heads = 4
+
+    def layer(x: jax.Array, wq: jax.Array, wo: jax.Array) -> jax.Array:
+        q = jnp.einsum("bd,dhk->bhk", x, wq.reshape(D, heads, D // heads))
+        return jnp.tanh(jnp.einsum("bhk,hkd->bd", q, wo.reshape(heads, D // heads, D))) + x
+
+    def loss(ws: tuple[tuple[jax.Array, jax.Array], ...], x: jax.Array) -> jax.Array:
+        for wq, wo in ws:
+            x = jax.checkpoint(layer)(x, wq, wo)
+        return jnp.sum(x * x)
+
+    ws = ((_spec((D, D), P("x", None), mesh),) * 2,) * 2
+    jitted = jax.jit(jax.grad(loss), in_shardings=(row_sharded, row_sharded))
+    previous = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", False)
+    try:
+        with tempfile.TemporaryDirectory() as dump_dir:
+            jitted.lower(ws, _spec((BATCH, D), P("x", None), mesh)).compile(
+                compiler_options={
+                    "xla_dump_to": dump_dir,
+                    "xla_dump_hlo_pass_re": "spmd-partitioning",
+                    "xla_dump_hlo_as_text": True,
+                }
+            )
+            (after_spmd,) = Path(dump_dir).glob("*.after_spmd-partitioning.*.txt")
+            return after_spmd.read_text()
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", previous)
+
+
 def gspmd_post_opt() -> str:
     return _gspmd_compiled()[0]
 
@@ -301,6 +337,12 @@ MODULES: dict[str, tuple[Callable[[], str], str]] = {
         "the same GSPMD program dumped right after XLA's spmd-partitioning pass: already partitioned"
         " (ENTRY main.0_spmd, num_partitions=8, local shapes); the partitioner itself reuses w1's gather",
     ),
+    "gspmd_transformer_after_spmd": (
+        gspmd_transformer_after_spmd,
+        "grad of two GSPMD attention-style layers under jax.checkpoint, right after spmd-partitioning:"
+        " the weights are reshaped into heads, so every gather reads a reshape, sum or dot of a"
+        " parameter and none is traced (the 'silent zero' the report must explain)",
+    ),
     "conv": (conv, "2-D convolution + relu + mean (no collectives)"),
     "sort": (sort, "sort, argsort and a two-operand sort (no collectives)"),
     "linalg": (linalg, "cholesky and QR: LAPACK custom-calls (no collectives)"),
@@ -308,7 +350,8 @@ MODULES: dict[str, tuple[Callable[[], str], str]] = {
     "while_loop": (while_loop, "lax.fori_loop with a fixed trip count (while loop)"),
 }
 
-STAGES = {"gspmd_post_opt": "post-optimization", "gspmd_after_spmd": "after spmd-partitioning"}
+STAGES = {"gspmd_post_opt": "post-optimization", "gspmd_after_spmd": "after spmd-partitioning",
+          "gspmd_transformer_after_spmd": "after spmd-partitioning"}
 
 _COMPUTATION_HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _HEADER_INT = re.compile(r"\b(replica_count|num_partitions)=(\d+)")

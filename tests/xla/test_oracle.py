@@ -46,6 +46,7 @@ MUTATIONS = {
     "fsdp_remat_grad.hlo": (" tanh(", " sine("),
     "fsdp_shard_map.hlo": (" tanh(", " sine("),
     "gspmd_after_spmd.hlo": (" tanh(", " sine("),
+    "gspmd_transformer_after_spmd.hlo": (" tanh(", " sine("),
     "linalg.hlo": ("constant(8)", "constant(9)"),
     "mesh2d_nested.hlo": (" tanh(", " sine("),
     "pytree_weights.hlo": (" tanh(", " sine("),

@@ -49,10 +49,10 @@ LAYERS, WIDTH, BATCH = 6, 128, 64
 DUMP_SUFFIXES = (".txt", "-live-range.txt", "-buffer-assignment.txt", "-memory-usage-report.txt")
 
 
-def fsdp_remat_layers() -> str:
+def fsdp_remat_layers(layers: int = LAYERS) -> str:
     mesh = jax.make_mesh((8,), ("x",))
 
-    @partial(jax.shard_map, mesh=mesh, in_specs=((P("x"),) * LAYERS, P("x")), out_specs=(P("x"),) * LAYERS)
+    @partial(jax.shard_map, mesh=mesh, in_specs=((P("x"),) * layers, P("x")), out_specs=(P("x"),) * layers)
     def grads(ws: tuple[jax.Array, ...], x: jax.Array) -> tuple[jax.Array, ...]:
         layer = jax.checkpoint(lambda w, h: jnp.tanh(h @ lax.all_gather(w, "x", tiled=True)))
 
@@ -67,7 +67,7 @@ def fsdp_remat_layers() -> str:
     def spec(shape: tuple[int, ...]) -> jax.ShapeDtypeStruct:
         return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, P("x")))
 
-    weights = tuple(spec((WIDTH, WIDTH)) for _ in range(LAYERS))
+    weights = tuple(spec((WIDTH, WIDTH)) for _ in range(layers))
     return jax.jit(grads).lower(weights, spec((BATCH, WIDTH))).as_text(dialect="hlo")
 
 
@@ -100,4 +100,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3:  # LAYERS OUT: one bigger module for a test, not committed data
+        Path(sys.argv[2]).write_text(fsdp_remat_layers(int(sys.argv[1])))
+    else:
+        main()
