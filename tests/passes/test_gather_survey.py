@@ -206,3 +206,12 @@ def test_the_budget_keeps_the_module_equal_on_xla(tmp_path: Path, xla_client) ->
     module = data["modules"][0]
     assert data["max_peak_increase"] == 0 and module["memory"]["peak_increase_bytes"] == 0
     assert sum(g["fate"] == "refused" for g in module["all_gathers"]) == 4
+
+
+def test_a_module_without_gathers_says_why() -> None:
+    _, result = run("HloModule m\nENTRY main {\n  p = f32[8,4]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}\n"
+                    "  ROOT n = f32[8,4]{1,0} negate(p), sharding={devices=[8,1]<=[8]}\n}\n")
+    (note,) = result.notes
+    assert "not partitioned yet" in note and "spmd-partitioning" in note
+    _, result = run((JAX_DATA / "conv.hlo").read_text())
+    assert result.notes == ["no all-gather instructions in the module"]

@@ -192,8 +192,10 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             deleted = [(name, i.name, i.to_text()) for name, insts in before for i in insts if i.parent is None]
         if vlog:
             self.vlog(2, "NeuronDuplicateParameterAllGatherRemover pass complete")
-        return PassResult(self.name, changed, folds, hazards, instructions=survey.records(),
-                          near_misses=survey.near_misses(), deleted=deleted)
+        records = survey.records()
+        notes = [] if records else _no_gather_notes(module)
+        return PassResult(self.name, changed, folds, hazards, instructions=records,
+                          near_misses=survey.near_misses(), deleted=deleted, notes=notes)
 
     def _process_computation(
         self,
@@ -302,6 +304,18 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
                           hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
+
+
+def _no_gather_notes(module: HloModule) -> list[str]:
+    """Why a module has no all-gather to fold, when the module says so."""
+    for comp in module.computations:
+        for inst in comp:
+            if inst.attr("sharding") is not None or (
+                    inst.opcode == "custom-call" and inst.custom_call_target in ("Sharding", "SPMDFullToShardShape")):
+                return ["no all-gather instructions: the module carries sharding annotations but is not "
+                        "partitioned yet; XLA's SPMD partitioner inserts the collectives (look at a dump "
+                        "after spmd-partitioning, e.g. --xla_dump_hlo_pass_re=spmd-partitioning)"]
+    return ["no all-gather instructions in the module"]
 
 
 def _hazard_reasons(keep: _Walk, walk: _Walk, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:

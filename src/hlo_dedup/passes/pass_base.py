@@ -42,6 +42,7 @@ class PassResult:
     #: (computation, name, line) of what the pass's closing DCE deleted in the computations
     #: it rewrote.
     deleted: list[tuple[str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a user should know, in words
 
 
 class ModuleTransaction:

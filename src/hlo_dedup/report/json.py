@@ -132,6 +132,7 @@ def _module_json(m: ModuleRun) -> dict[str, Any]:
         "changed": m.changed,
         "seconds": round(m.seconds, 6),
         "passes": [_pass_json(p) for p in m.passes],
+        "notes": [note for p in m.passes for note in p.notes],
         "all_gathers": [_fate_json(i) for i in m.all_gathers],
         "kernels": [_fate_json(i) for i in m.kernels],
         "near_misses": [

@@ -86,7 +86,7 @@ def _fate_lines(p: PassResult) -> list[str]:
     why nothing folded), the memory price, refusals the hazards do not list, near misses."""
     gathers = [i for i in p.instructions if i.opcode.startswith("all-gather")]
     kernels = [i for i in p.instructions if i.opcode == "custom-call"]
-    lines = []
+    lines = [f"    {note}" for note in p.notes]
     if gathers:
         lines.append("    " + _gather_counts(gathers, p))
     if kernels:
