@@ -120,7 +120,7 @@ def test_a_batch_report_aggregates_its_inputs() -> None:
     single = json.loads(render_json(RunReport("a.hlo", "-", "hlo", "hlo", PIPELINE, inputs=[good])))
     assert data["modules"] == single["modules"] + [
         {"name": "k", "input": "b.hlo", "index": 0, "changed": False, "seconds": 0.0, "passes": [],
-         "all_gathers": [], "kernels": [], "near_misses": [],
+         "notes": [], "all_gathers": [], "kernels": [], "near_misses": [],
          "memory": {"computations": [], "peak_increase_bytes": 0}}]
     assert data["totals"] == {**single["totals"], "modules": 3}
     assert data["batch"] == {"arguments": ["a.hlo", "b.hlo", "*.nope"], "output_dir": "out", "workers": 2,
