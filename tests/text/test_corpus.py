@@ -246,7 +246,7 @@ def test_xla_reads_regenerated_lines_as_the_input(xla_client) -> None:  # type: 
             failures.append(f"{name}:{line}: metadata edit on the entry root not read back by XLA")
         edited += 1
     assert not failures, "\n".join(failures[:20])
-    assert edited > 700
+    assert edited > 700 or not support.FULL_CORPUS
 
 
 # ---------------------------------------------------------------------- JAX modules
