@@ -103,7 +103,7 @@ def test_a_batch_report_aggregates_its_inputs() -> None:
     assert data["totals"] == {**single["totals"], "modules": 3}
     assert data["batch"] == {"arguments": ["a.hlo", "b.hlo", "*.nope"], "output_dir": "out", "workers": 2,
                              "files": 3, "ok": 1, "failed": 2, "bytes_in": 1010, "bytes_out": 900,
-                             "wall_seconds": 1.5}
+                             "wall_seconds": 1.5, "skipped": []}
     entries = {i["input"]: i for i in data["inputs"]}
     assert entries["a.hlo"]["modules"] == single["modules"] and entries["a.hlo"]["status"] == "ok"
     assert (entries["b.hlo"]["status"], entries["b.hlo"]["output"]) == ("pass_failed", None)
