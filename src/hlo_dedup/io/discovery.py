@@ -269,7 +269,7 @@ def discover(arguments: Sequence[str], out_dir: str | None = None, *, stage: str
 
     def take(path: str, rel: str) -> bool:
         """Classify one file found; True if it is an HLO candidate."""
-        key = os.path.normpath(path)
+        key = os.path.abspath(path)
         if key in seen_paths:  # e.g. matched by a pattern and found in a matched directory
             return False
         seen_paths.add(key)

@@ -44,8 +44,6 @@ STDIO = "-"
 
 _PB_SUFFIXES = (".pb",)
 _PBTXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb", ".prototxt")
-#: File names a directory is searched for (batch mode): HLO text and every proto suffix above.
-INPUT_SUFFIXES: tuple[str, ...] = (".hlo", ".txt", *_PB_SUFFIXES, *_PBTXT_SUFFIXES)
 #: Compressed files: the suffix that does not change the format, and gzip's magic bytes.
 GZIP_SUFFIX = ".gz"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -283,7 +281,6 @@ def write_module(module: HloModule, path: str | os.PathLike[str], format: str | 
 __all__ = [
     "GZIP_SUFFIX",
     "INPUT_FORMATS",
-    "INPUT_SUFFIXES",
     "OUTPUT_FORMATS",
     "STDIO",
     "FormatError",
