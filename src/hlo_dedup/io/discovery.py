@@ -122,12 +122,14 @@ def _entries(directory: str) -> list[os.DirEntry]:
         return []
 
 
-def walk(root: str, skip: str | None = None) -> Iterator[str]:
-    """Every non-directory entry beneath `root` (paths starting with `root`), in sorted order;
-    hidden entries and the directory `skip` (a real path) are not entered, nor is a directory
-    that is already on the way down (a symbolic-link loop)."""
+def walk(root: str, skip: str | None = None, visited: set[tuple[int, int]] | None = None) -> Iterator[str]:
+    """Every non-directory entry beneath `root` (paths starting with `root`), in sorted order.
+    Hidden entries and the directory `skip` (a real path) are left out, and every directory is
+    entered once: not again through a symbolic-link loop, nor, when `visited` is shared by
+    several walks, in a later walk."""
+    visited = set() if visited is None else visited
 
-    def visit(directory: str, ancestors: frozenset[tuple[int, int]]) -> Iterator[str]:
+    def visit(directory: str) -> Iterator[str]:
         for entry in _entries(directory):
             if _is_hidden(entry.name):
                 continue
@@ -135,39 +137,56 @@ def walk(root: str, skip: str | None = None) -> Iterator[str]:
             ident = _dir_id(path)
             if ident is None:
                 yield path
-            elif ident not in ancestors and (skip is None or os.path.realpath(path) != skip):
-                yield from visit(path, ancestors | {ident})
+            elif ident not in visited and (skip is None or os.path.realpath(path) != skip):
+                visited.add(ident)
+                yield from visit(path)
 
     start = _dir_id(root)
-    if start is not None:
-        yield from visit(root, frozenset({start}))
+    if start is not None and start not in visited:
+        visited.add(start)
+        yield from visit(root)
 
 
 def expand_glob(pattern: str) -> list[str]:
-    """The paths `pattern` matches, sorted, with `**` spanning any number of directories and no
-    symbolic-link loop followed; wildcards do not match hidden names (as in the shell)."""
+    """The paths `pattern` matches, sorted, with `**` spanning any number of directories.
+    Wildcards do not match hidden names (as in the shell), and each directory is searched once
+    for each part of the pattern, by the first path that reaches it: a symbolic-link loop or a
+    second link to a directory adds nothing."""
     absolute = pattern.startswith(os.sep)
     parts = [p for p in pattern.replace(os.altsep or os.sep, os.sep).split(os.sep) if p not in ("", ".")]
     found: set[str] = set()
+    searched: set[tuple[tuple[int, int], int]] = set()
 
-    def visit(base: str, i: int, ancestors: frozenset[tuple[int, int]]) -> None:
+    def enter(path: str, i: int) -> None:
+        ident = _dir_id(path or ".")
+        if ident is not None and (ident, i) not in searched:
+            searched.add((ident, i))
+            visit(path, i)
+
+    def visit(base: str, i: int) -> None:
         if i == len(parts):
             if base:
                 found.add(base)
             return
         part = parts[i]
-        if part == "**":
-            visit(base, i + 1, ancestors)
+        if part == "**":  # zero or more directories; last, it also matches every file beneath
+            enter(base, i + 1)
             for entry in _entries(base):
+                if _is_hidden(entry.name):
+                    continue
                 path = os.path.join(base, entry.name)
-                ident = _dir_id(path)
-                if ident is not None and ident not in ancestors and not _is_hidden(entry.name):
-                    visit(path, i, ancestors | {ident})
+                if _dir_id(path) is not None:
+                    enter(path, i)
+                elif i == len(parts) - 1:
+                    found.add(path)
             return
         if not has_magic(part):
             path = os.path.join(base, part)
-            if os.path.lexists(path) and (i == len(parts) - 1 or _dir_id(path) is not None):
-                visit(path, i + 1, ancestors)
+            if i == len(parts) - 1:
+                if os.path.lexists(path):
+                    found.add(path)
+            else:
+                enter(path, i + 1)
             return
         for entry in _entries(base):
             if _is_hidden(entry.name) and not part.startswith("."):
@@ -177,12 +196,9 @@ def expand_glob(pattern: str) -> list[str]:
                 if i == len(parts) - 1:
                     found.add(path)
                 else:
-                    ident = _dir_id(path)
-                    if ident is not None and ident not in ancestors:
-                        visit(path, i + 1, ancestors | {ident})
+                    enter(path, i + 1)
 
-    root = os.sep if absolute else ""
-    visit(root, 0, frozenset(filter(None, [_dir_id(root or ".")])))
+    enter(os.sep if absolute else "", 0)
     return sorted(found)
 
 
@@ -283,9 +299,11 @@ def discover(arguments: Sequence[str], out_dir: str | None = None, *, stage: str
         candidates.append(verdict)
         return True
 
+    walked: set[tuple[int, int]] = set()  # directories searched, shared by every walk
+
     def take_dir(directory: str, base: str) -> int:
         inner_skip = None if os.path.realpath(directory) == skip_dir else skip_dir
-        return sum(take(path, relative(path, base)) for path in walk(directory, inner_skip))
+        return sum(take(path, relative(path, base)) for path in walk(directory, inner_skip, walked))
 
     for arg in arguments:
         if os.path.isdir(arg):
