@@ -12,9 +12,10 @@ not selected by --stage/--module) — so pointing the tool at the directory a fr
 into just works. Every file to process goes through `hlo_dedup.run.run_input` — the one run
 path, in a worker process — exactly as `hlo-dedup FILE -o OUT/REL [options]` would, where REL
 is the file's path relative to its directory INPUT or to the glob's fixed leading directories
-(a plain file: its name). The output keeps the file name and so its format (`.pb` → pb,
-`.pbtxt` → pbtxt, else HLO text; `.gz` compressed) unless --output-format/--emit-proto says
-otherwise. With --report-only nothing is written but the report and the picture.
+(a plain file: its name). The output keeps the file name and the input's format (NxD's
+binary `graph.hlo` stays a binary proto; `.gz` stays compressed) unless --output-format or
+--emit-proto says otherwise. With --report-only nothing is written but the report and the
+picture.
 
 A failing file does not stop the others. Its one-line error (the single-file message) is
 listed at the end; the exit status is 2 if any file could not be read, parsed or written,
@@ -38,7 +39,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence, TextIO
 
 from .io.discovery import Discovery, Skipped, discover
@@ -68,6 +69,7 @@ class Task:
     size: int = 0
     module: str | None = None  # the dump module and stage the file holds, for the summary
     stage: str | None = None
+    format: str | None = None  # the input's format, which the output keeps
 
 
 # ------------------------------------------------------------------------------------------
@@ -104,7 +106,7 @@ def plan(arguments: Sequence[str], out_dir: str | None, *, stage: str | None = N
             size = os.path.getsize(f.path)
         except OSError:
             size = 0
-        tasks.append(Task(len(tasks), f.path, output, size, f.group, f.stage))
+        tasks.append(Task(len(tasks), f.path, output, size, f.group, f.stage, f.format))
     return tasks, found.problems, found.skipped
 
 
@@ -125,7 +127,10 @@ def _nothing_selected(stage: str | None, module: str | None, found: Discovery) -
 
 def process_input(task: Task, options: RunOptions) -> InputResult:
     """One file through the one run path, as `hlo-dedup FILE -o OUTPUT [options]`; what it
-    logged is kept in the result instead of printed."""
+    logged is kept in the result instead of printed. The output keeps the input's format
+    unless the options name one."""
+    if options.output_format is None and task.format is not None:
+        options = replace(options, output_format=task.format)
     log = io.StringIO()
     result = run_input(task.input, task.output, options, stdin=io.BytesIO(), stdout=io.BytesIO(), log=log)
     result.log = log.getvalue()

@@ -57,13 +57,15 @@ class InputFile:
     """One file to process: where it is, its output path relative to OUT, what it holds.
 
     `module`: the module's name (from the name where a layout gives it, else the content);
-    `stage`: its XLA dump stage; `group`: how summaries name the module, unique in the run."""
+    `stage`: its XLA dump stage; `group`: how summaries name the module, unique in the run;
+    `format`: hlo, pb or pbtxt as the content shows (None: unknown until it is read)."""
 
     path: str
     rel: str
     module: str | None = None
     stage: str | None = None
     group: str | None = None
+    format: str | None = None
 
 
 @dataclass(frozen=True)
@@ -330,7 +332,8 @@ def discover(arguments: Sequence[str], out_dir: str | None = None, *, stage: str
     chosen = [c for c in candidates if _selected(c, stage_re, module_re, result.skipped)]
     chosen = _without_duplicates(chosen, result.skipped)
     groups = _group_names(chosen)
-    result.files = [InputFile(c.path, c.rel, _module_of(c), c.name.stage, groups.get(id(c))) for c in chosen]
+    result.files = [InputFile(c.path, c.rel, _module_of(c), c.name.stage, groups.get(id(c)), c.content.format)
+                    for c in chosen]
     return result
 
 
