@@ -108,12 +108,24 @@ def _is_hidden(name: str) -> bool:
     return name.startswith(".") and name not in (".", "..")
 
 
+#: What `_dir_id` gives for a link back to a directory that contains it: a loop, never entered.
+_LOOP = (-1, -1)
+
+
 def _dir_id(path: str) -> tuple[int, int] | None:
+    """The identity of the directory `path` names (following links), None if it names none,
+    _LOOP if it is a link back to a directory that contains it."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    if os.path.islink(path):
+        target, parent = os.path.realpath(path), os.path.realpath(os.path.dirname(path) or ".")
+        if parent == target or parent.startswith(target.rstrip(os.sep) + os.sep):
+            return _LOOP
+    return (st.st_dev, st.st_ino)
 
 
 def _entries(directory: str) -> list[os.DirEntry]:
@@ -139,12 +151,12 @@ def walk(root: str, skip: str | None = None, visited: set[tuple[int, int]] | Non
             ident = _dir_id(path)
             if ident is None:
                 yield path
-            elif ident not in visited and (skip is None or os.path.realpath(path) != skip):
+            elif ident != _LOOP and ident not in visited and (skip is None or os.path.realpath(path) != skip):
                 visited.add(ident)
                 yield from visit(path)
 
     start = _dir_id(root)
-    if start is not None and start not in visited:
+    if start is not None and start != _LOOP and start not in visited:
         visited.add(start)
         yield from visit(root)
 
@@ -161,7 +173,7 @@ def expand_glob(pattern: str) -> list[str]:
 
     def enter(path: str, i: int) -> None:
         ident = _dir_id(path or ".")
-        if ident is not None and (ident, i) not in searched:
+        if ident is not None and ident != _LOOP and (ident, i) not in searched:
             searched.add((ident, i))
             visit(path, i)
 
@@ -182,13 +194,13 @@ def expand_glob(pattern: str) -> list[str]:
                 elif i == len(parts) - 1:
                     found.add(path)
             return
-        if not has_magic(part):
+        if not has_magic(part):  # spelled out: followed wherever it leads (the pattern is finite)
             path = os.path.join(base, part)
             if i == len(parts) - 1:
                 if os.path.lexists(path):
                     found.add(path)
-            else:
-                enter(path, i + 1)
+            elif os.path.isdir(path):
+                visit(path, i + 1)
             return
         for entry in _entries(base):
             if _is_hidden(entry.name) and not part.startswith("."):
