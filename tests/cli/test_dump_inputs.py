@@ -208,6 +208,21 @@ def test_a_real_xla_dump_runs_clean(xla_dump: Path, tmp_path: Path, xla_client) 
             xla_client.hlo.hlo_module_from_text(written.decode())
 
 
+def test_content_sniffing_on_what_xla_wrote(xla_dump: Path) -> None:
+    """Judged by content alone (names aside), XLA's protos are HLO, named as in the file name,
+    and its other binary and text artifacts are not."""
+    from hlo_dedup.io.sniff import head, sniff
+
+    for path in sorted(p for p in xla_dump.rglob("*") if p.is_file()):
+        got = sniff(head(str(path)))
+        match = STAGE_FILE.fullmatch(path.name)
+        if match is not None:
+            assert got.is_hlo and path.name.split(".")[1] == got.module, path
+            assert got.format == ("hlo" if path.name.endswith(".txt") else "pb"), path
+        else:
+            assert not got.is_hlo, path
+
+
 def test_stage_and_module_select_what_runs(xla_dump: Path, tmp_path: Path) -> None:
     cwd = xla_dump.parent
     report = tmp_path / "r.json"

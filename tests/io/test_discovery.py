@@ -113,6 +113,21 @@ def test_sniff_text() -> None:
         assert not got.is_hlo and what in got.what, (data, got)
 
 
+def test_sniff_binary_containers(xla_client) -> None:  # type: ignore[no-untyped-def]
+    """The three containers hlo-opt's loader accepts, as XLA serializes them."""
+    from google.protobuf import wrappers_pb2
+
+    def field1(payload: bytes) -> bytes:  # HloProto { hlo_module = 1 }, HloSnapshot { hlo = 1 }
+        return wrappers_pb2.BytesValue(value=payload).SerializeToString()
+
+    module = xla_client.hlo.hlo_module_from_text(FSDP.read_text()).as_serialized_hlo_module_proto()
+    for data in (module, field1(module), field1(field1(module))):
+        got = sniff(data)
+        assert (got.format, got.module) == ("pb", "jit_loss")
+        assert sniff(data[:200]).module == "jit_loss"  # the head is enough: name and first computation lead
+    assert not sniff(module[1:]).is_hlo and not sniff(field1(b"jit_loss")).is_hlo
+
+
 # ---------------------------------------------------------------------------------------------
 # Trees
 

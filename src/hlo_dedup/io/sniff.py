@@ -34,6 +34,7 @@ _PBTXT_NAME = re.compile(rb"\bname\s*:\s*\"((?:[^\"\\]|\\.)*)\"")
 #: Neuron's wrapper of a compiled NEFF: an HLO module whose entry is one custom-call to this.
 NEFF_WRAPPER_TARGET = b"AwsNeuronNeff"
 _MAX_FIELDS = 64  # top-level fields looked at before the module's name and first computation
+_UNKNOWN_END = 1 << 62  # `data` may be only the head of the file: its outer message ends who knows where
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def sniff(data: bytes) -> Content:
             return Content("pbtxt", _unquote(name.group(1)))
         return Content(None, what="text that is not HLO (no HloModule header)")
     for wrappers in (2, 1, 0):  # HloSnapshot, HloProto, HloModuleProto, as hlo-opt tries them
-        name = _module_name(data, 0, len(data), wrappers)
+        name = _module_name(data, 0, _UNKNOWN_END, wrappers)
         if name is not None:
             return Content("pb", name)
     return Content(None, what="binary data that is not an HLO proto")
