@@ -1,9 +1,9 @@
 """XLA dump directories and Neuron compile caches as batch inputs, on trees XLA itself wrote.
 
-The XLA dump is what `XLA_FLAGS=--xla_dump_to=DIR` leaves after a real sharded training loop
-(tests/data/generate.py --xla-dump: FSDP with remat and a tied weight, text and proto, the
-dumps around the SPMD partitioner, an evaluation with compressed protos and an elided
-constant). The Neuron tree has the cache, work-directory and NxD-Inference layouts, with
+The XLA dump (the `xla_dump` fixture) is what `XLA_FLAGS=--xla_dump_to=DIR` leaves after a
+real sharded training loop (tests/data/generate.py --xla-dump: FSDP with remat and a tied
+weight, text and proto, the dumps around the SPMD partitioner, an evaluation with compressed
+protos and an elided constant). The Neuron tree has the cache, work-directory and NxD-Inference layouts, with
 modules JAX lowered and XLA serialized. XLA is the oracle: every file skipped as not HLO is
 one XLA cannot load, every file processed is one it can, and the folds of a batch run are
 those of single-file runs over the distinct modules.
@@ -77,17 +77,6 @@ def xla_loads(path: Path, xc) -> bool:  # noqa: ANN001
         return True
     except Exception:  # noqa: BLE001
         return False
-
-
-@pytest.fixture(scope="session")
-def xla_dump(xla_client, tmp_path_factory) -> Path:  # noqa: ANN001
-    """A real XLA dump tree, written once per session: `<tmp>/dump`."""
-    root = tmp_path_factory.mktemp("xla")
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    done = subprocess.run([sys.executable, str(REPO / "tests" / "data" / "generate.py"), "--xla-dump", "dump"],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return root / "dump"
 
 
 def _proto(xc, name: str) -> bytes:  # noqa: ANN001
