@@ -262,6 +262,9 @@ def test_report_only_writes_the_report_and_nothing_else(xla_dump: Path, tmp_path
     assert full.returncode == 0, err(full)
     assert json.loads((tmp_path / "full.json").read_text())["totals"] == data["totals"]
 
+    alone = run("dump", cwd=cwd)  # a directory says batch mode, whose outputs need a place
+    assert alone.returncode == 2 and err(alone) == ("hlo-dedup: error: several inputs, a directory or a pattern need "
+                                                    "--output-dir DIR for the outputs (batch mode), or --report-only\n")
     for args, message in [(("-o", "x.hlo"), "drop -o"), (("--output-dir", "o"), "drop --output-dir"),
                           ((), None)]:
         proc = run("dump/module_0012.jit_train_step.before_optimizations.txt", "--report-only", *args, cwd=cwd)

@@ -46,8 +46,8 @@ _ARTIFACT_SUFFIXES: tuple[tuple[str, str, str], ...] = (
     (".dot", "graph rendering", "a Graphviz rendering of the module"),
     (".html", "graph rendering", "an HTML rendering of the module"),
     (".url", "graph rendering", "a link to a rendering of the module"),
-    (".mlir", "MLIR", "an MLIR (StableHLO) module, not HLO"),
-    (".mlirbc", "MLIR", "an MLIR (StableHLO) bytecode module, not HLO"),
+    (".mlir", "MLIR", "an MLIR (StableHLO) module"),
+    (".mlirbc", "MLIR", "an MLIR (StableHLO) bytecode module"),
     (".neff", "NEFF", "a compiled Neuron executable (NEFF)"),
 )
 _ARTIFACT_NAMES: dict[str, tuple[str, str]] = {

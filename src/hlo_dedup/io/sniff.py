@@ -88,23 +88,24 @@ def sniff(data: bytes) -> Content:
 
 
 def contains(path: str, needle: bytes) -> bool:
-    """Whether the (decompressed) file holds `needle` anywhere: a scan, not a parse."""
-    if path.lower().endswith(GZIP_SUFFIX):
-        tail = b""
-        try:
+    """Whether the (decompressed) file holds `needle` anywhere: a scan, not a parse. A file
+    that cannot be read holds nothing (reading it for real reports why)."""
+    try:
+        if path.lower().endswith(GZIP_SUFFIX):
+            tail = b""
             with gzip.open(path, "rb") as f:
                 while chunk := f.read(1 << 20):
                     if needle in tail + chunk:
                         return True
                     tail = chunk[-len(needle) + 1:]
-        except (OSError, EOFError, zlib.error):
             return False
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return False
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                return view.find(needle) >= 0
+    except (OSError, EOFError, zlib.error, ValueError):
         return False
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return False
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            return view.find(needle) >= 0
 
 
 def _looks_text(data: bytes) -> bool:
