@@ -257,6 +257,13 @@ def test_arguments_that_name_nothing(tmp_path: Path) -> None:
     assert [f.path for f in found.files] == [str(tmp_path / "missing.hlo")]
 
 
+def test_a_directory_given_twice_or_inside_another_counts_once(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "in", {"cond.hlo": COND.read_bytes(), "sub/fsdp.hlo": FSDP.read_bytes()})
+    found = discover([str(root), str(root / "sub"), str(root)])
+    assert [f.rel for f in found.files] == ["cond.hlo", "sub/fsdp.hlo"]
+    assert found.problems == [] and found.skipped == []
+
+
 def test_the_output_directory_is_not_searched(tmp_path: Path) -> None:
     root = _tree(tmp_path / "in", {"cond.hlo": COND.read_bytes(), "out/cond.hlo": COND.read_bytes()})
     assert [f.rel for f in discover([str(root)], str(root / "out")).files] == ["cond.hlo"]

@@ -321,8 +321,8 @@ def discover(arguments: Sequence[str], out_dir: str | None = None, *, stage: str
 
     for arg in arguments:
         if os.path.isdir(arg):
-            before = len(result.skipped)
-            if not take_dir(arg, arg):
+            before, again = len(result.skipped), _dir_id(arg) in walked  # given twice, or inside another
+            if not take_dir(arg, arg) and not again:
                 skipped = len(result.skipped) - before
                 detail = f" ({skipped} file{'s' if skipped != 1 else ''} skipped, none is HLO)" if skipped else ""
                 result.problems.append((arg, f"{arg}: error: no HLO module beneath this directory{detail}"))
