@@ -62,7 +62,7 @@ file is processed as a single-file run would, by a pool of -j worker processes (
 CPU count), and written to OUT under its path relative to its directory or the glob's fixed
 prefix (a plain file: its name), in the input's format. A failing file does not stop the
 others; failures are listed at the end. --report covers every file (one `inputs` entry each,
-and `batch.skipped`), --dot draws every module written. The summary gives one line per dumped
+and `batch.skipped`), --dot draws every module run. The summary gives one line per dumped
 module, its stages in pipeline order.
   --stage REGEX    only files whose XLA dump stage (before_optimizations,
                    cpu_after_optimizations, 0001.<pipeline>.after_<pass>.before_<pass>, ...)
@@ -72,7 +72,8 @@ module, its stages in pipeline order.
 
 exit status: 0 success, 1 a pass failed or --verify found a difference (nothing written),
 2 usage, I/O or parse error, or a module --verify could not run on XLA:CPU.
-In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0.
+In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0;
+skipped files are not failures.
 """
 
 
