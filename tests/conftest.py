@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -66,6 +67,18 @@ def xla_client():  # type: ignore[no-untyped-def]
 def xc(xla_client):  # type: ignore[no-untyped-def]
     """Short name for `xla_client` used by the CLI and format tests."""
     return xla_client
+
+
+@pytest.fixture(scope="session")
+def xla_dump(xla_client, tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    """A real XLA dump tree, `<tmp>/dump`, written once per session by a sharded JAX training
+    loop run with XLA_FLAGS=--xla_dump_to (tests/data/generate.py --xla-dump)."""
+    root = tmp_path_factory.mktemp("xla")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "data" / "generate.py"), "--xla-dump", "dump"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return root / "dump"
 
 
 @pytest.fixture(scope="session")

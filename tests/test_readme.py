@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -60,19 +61,37 @@ def test_python_examples_in_readme_run(tmp_path) -> None:  # type: ignore[no-unt
 
 
 def test_readme_names_what_exists() -> None:
-    """The layout names real modules, and the batch-mode suffixes are the ones batch mode uses."""
-    from hlo_dedup.io.formats import INPUT_SUFFIXES
-
+    """The layout names real modules; the dump workflow comes first after the quick start."""
     layout = re.search(r"## Layout\n\n```\n(.*?)```", README, re.S)
     assert layout is not None
     package = REPO / "src" / "hlo_dedup"
     src = layout.group(1).split("\ntests/")[0]  # the package's part of the tree
     names = set(re.findall(r"\b(\w+\.(?:py|json))\b", src))
-    assert {"run.py", "batch.py", "cli.py", "equivalence.py", "schema.json"} <= names
+    assert {"run.py", "batch.py", "cli.py", "equivalence.py", "schema.json", "discovery.py"} <= names
     existing = {p.name for p in package.rglob("*") if p.is_file()}
     assert names <= existing, names - existing
     for folder in re.findall(r"^  (\w+)/", src, re.M):
         assert (package / folder).is_dir(), folder
-    sentence = re.search(r"a directory is searched for every file named like an input \(([^)]*)\)", README)
-    assert sentence is not None
-    assert re.findall(r"`(\.\w+)`", sentence.group(1)) == list(INPUT_SUFFIXES)
+    sections = re.findall(r"^## (.+)$", README, re.M)
+    assert sections[sections.index("Quick start") + 1] == "From an XLA dump or a Neuron compile cache"
+
+
+def test_the_dump_transcript_is_what_the_command_prints(xla_dump, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The README's transcript of `hlo-dedup dump/ --report-only` on the generated training-loop
+    dump is today's output, timings aside."""
+    block = re.search(r"```\n(\$ hlo-dedup dump/ (.*?)\n.*?)```", README, re.S)
+    assert block is not None
+    transcript, args = block.group(1), block.group(2).split()
+    done = subprocess.run([sys.executable, "-m", "hlo_dedup", "dump/", *args], cwd=xla_dump.parent,
+                          capture_output=True, text=True, timeout=600,
+                          env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"},
+                               "PYTHONPATH": str(REPO / "src")})
+    assert done.returncode == 0, done.stderr
+
+    def untimed(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith(("time: ", "$ "))]
+
+    assert untimed(done.stderr) == untimed(transcript)
+    shown = json.loads(re.search(r"```json\n(.*?)\n```", README, re.S).group(1))
+    assert shown in json.loads((xla_dump.parent / "report.json").read_text())["batch"]["skipped"]
+    (xla_dump.parent / "report.json").unlink()

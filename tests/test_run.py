@@ -38,6 +38,7 @@ def test_the_command_line_becomes_options() -> None:
         passes=(), strict=True, spmd=False, input_format="pb", split_input_file=True)
     assert parse("--report", "r.json", "--dot", "f.dot", "--verify", "--v=2", "--vmodule=dce=1") == RunOptions(
         report="r.json", dot="f.dot", verify=True, v=2, vmodule="dce=1")
+    assert parse("--report-only", "--report", "r.json") == RunOptions(report="r.json", report_only=True)
 
 
 def test_one_input_through_the_run_path(tmp_path: Path) -> None:

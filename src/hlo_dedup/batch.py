@@ -1,21 +1,25 @@
 """Batch mode: many inputs, a pool of worker processes, one output directory.
 
     hlo-dedup INPUT... --output-dir OUT [-j N] [--passes=...] [--report FILE.json] [--dot FILE.dot] ...
+    hlo-dedup DUMP_DIR --report-only [--stage REGEX] [--module REGEX] [--report FILE.json]
 
-Each INPUT is a file, a directory (every file beneath it named like an input, see
-`hlo_dedup.io.formats.INPUT_SUFFIXES`, recursively, sorted; hidden files and directories, and
-OUT itself, are skipped) or a glob pattern, expanded here so that a quoted pattern works (`**`
-recurses; the files it matches are taken whatever their extension, the directories it matches
-are searched as above). Every file found goes through `hlo_dedup.run.run_input` — the one run
+Each INPUT is a file, a directory (searched recursively; hidden entries and OUT itself are
+left out) or a glob pattern, expanded here so that a quoted pattern works (`**` recurses; a
+matched directory is searched). `hlo_dedup.io.discovery` decides what every file found is —
+an HLO module to process, or a file to skip with its reason (an XLA dump or Neuron cache
+artifact, not HLO by its content, not a regular file, a second copy of a module and stage,
+not selected by --stage/--module) — so pointing the tool at the directory a framework dumped
+into just works. Every file to process goes through `hlo_dedup.run.run_input` — the one run
 path, in a worker process — exactly as `hlo-dedup FILE -o OUT/REL [options]` would, where REL
 is the file's path relative to its directory INPUT or to the glob's fixed leading directories
-(a plain file: its name). The output keeps the file name; its format follows from that name as
-with `-o` (`.pb` → pb, `.pbtxt` → pbtxt, else HLO text) unless --output-format/--emit-proto
-says otherwise.
+(a plain file: its name). The output keeps the file name and the input's format (NxD's
+binary `graph.hlo` stays a binary proto; `.gz` stays compressed) unless --output-format or
+--emit-proto says otherwise. With --report-only nothing is written but the report and the
+picture.
 
 A failing file does not stop the others. Its one-line error (the single-file message) is
 listed at the end; the exit status is 2 if any file could not be read, parsed or written,
-else 1 if a pass failed on any, else 0. The workers' results are gathered into one
+else 1 if a pass failed on any, else 0. Skipped files are not failures. The workers' results are gathered into one
 `RunReport`, from which `--report` (one JSON document: the single-file fields over all modules,
 plus `batch` and one `inputs` entry per file, see report/schema.json), `--dot` (one picture of
 every module written) and the summary are rendered as in single-file mode.
@@ -27,18 +31,19 @@ imports jax.
 
 from __future__ import annotations
 
-import glob
 import io
 import multiprocessing
 import os
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence, TextIO
 
-from .io.formats import INPUT_SUFFIXES, FormatError
+from .io.discovery import Discovery, Skipped, discover
+from .io.formats import FormatError
 from .report import (
     EXIT_INPUT_ERROR,
     EXIT_INTERRUPTED,
@@ -60,120 +65,60 @@ class Task:
 
     index: int
     input: str   # as found (how messages name it)
-    output: str  # OUT/REL
+    output: str | None  # OUT/REL; None with --report-only
     size: int = 0
+    module: str | None = None  # the dump module and stage the file holds, for the summary
+    stage: str | None = None
+    format: str | None = None  # the input's format, which the output keeps
 
 
 # ------------------------------------------------------------------------------------------
-# Expanding the INPUT arguments
+# Planning: the files to process
 
 
-def _has_magic(pattern: str) -> bool:
-    return any(c in pattern for c in "*?[")
+def plan(arguments: Sequence[str], out_dir: str | None, *, stage: str | None = None,
+         module: str | None = None) -> tuple[list[Task], list[tuple[str, str]], list[Skipped]]:
+    """The tasks, the arguments that matched nothing, and the files skipped (see
+    `hlo_dedup.io.discovery.discover`); `out_dir` None: --report-only.
 
-
-def _is_hidden(name: str) -> bool:
-    return name.startswith(".") and name not in (".", "..")
-
-
-def _wanted(name: str) -> bool:
-    return name.lower().endswith(INPUT_SUFFIXES) and not _is_hidden(name)
-
-
-def _walk(root: str, skip: str | None) -> list[str]:
-    """Every wanted file beneath `root`, as paths relative to it, sorted; `skip` (a real
-    path: the output directory) is not entered."""
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not _is_hidden(d)
-                       and (skip is None or os.path.realpath(os.path.join(dirpath, d)) != skip)]
-        for name in filenames:
-            if _wanted(name):
-                found.append(os.path.relpath(os.path.join(dirpath, name), root))
-    return sorted(found, key=lambda rel: rel.replace(os.sep, "/"))
-
-
-def _glob_base(pattern: str) -> str:
-    """The leading directories of `pattern` that hold no wildcard ('' for none)."""
-    parts = pattern.replace(os.altsep or os.sep, os.sep).split(os.sep)
-    fixed: list[str] = []
-    for part in parts[:-1]:  # the last component names the files, never the base
-        if _has_magic(part):
-            break
-        fixed.append(part)
-    if fixed == [""]:
-        return os.sep  # '/*.hlo'
-    return os.sep.join(fixed)
-
-
-def _relative(path: str, base: str) -> str:
-    rel = os.path.relpath(path, base or ".")
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
-        return os.path.basename(path)
-    return rel
-
-
-def expand_inputs(arguments: Sequence[str], out_dir: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(input path, path relative to OUT) per file, in argument order, each argument's files
-    sorted; and (argument, error line) for arguments that name no file at all.
-
-    A path that does not exist (and is not a pattern) is kept: reading it fails in the
-    worker with the single-file message."""
-    skip = os.path.realpath(out_dir)
-    files: list[tuple[str, str]] = []
-    problems: list[tuple[str, str]] = []
-
-    def add_dir(directory: str, base: str) -> int:
-        inner_skip = None if os.path.realpath(directory) == skip else skip
-        rels = _walk(directory, inner_skip)
-        for rel in rels:
-            path = os.path.join(directory, rel)
-            files.append((path, _relative(path, base) if base != directory else rel))
-        return len(rels)
-
-    for arg in arguments:
-        if os.path.isdir(arg):
-            if not add_dir(arg, arg):
-                problems.append((arg, f"{arg}: error: no {', '.join('*' + s for s in INPUT_SUFFIXES)} "
-                                      "file beneath this directory"))
-        elif os.path.lexists(arg) or not _has_magic(arg):
-            files.append((arg, os.path.basename(arg)))
-        else:
-            base = _glob_base(arg)
-            before = len(files)
-            for match in sorted(glob.glob(arg, recursive=True)):
-                if os.path.isdir(match):
-                    add_dir(match, base)
-                else:
-                    files.append((match, _relative(match, base)))
-            if len(files) == before:
-                problems.append((arg, f"{arg}: error: no file matches this pattern"))
-    return files, problems
-
-
-def plan(arguments: Sequence[str], out_dir: str) -> tuple[list[Task], list[tuple[str, str]]]:
-    """The tasks (duplicates dropped) and the arguments that matched nothing.
-
-    Two different files that would be written to the same output are a usage error."""
-    files, problems = expand_inputs(arguments, out_dir)
+    Two different files that would be written to the same output are a usage error, and so is
+    a --stage/--module that selects none of the modules found."""
+    for flag, pattern in (("--stage", stage), ("--module", module)):
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise UsageError(f"{flag} {pattern!r}: bad regular expression: {exc}") from None
+    found = discover(arguments, out_dir, stage=stage, module=module)
+    if not found.files and (stage is not None or module is not None) and (found.stages or found.modules):
+        raise UsageError(_nothing_selected(stage, module, found))
     tasks: list[Task] = []
-    owner: dict[str, tuple[str, str]] = {}  # output (normalized) -> (real input, input as given)
-    for path, rel in files:
-        output = os.path.join(out_dir, rel)
-        key = os.path.normcase(os.path.abspath(output))
-        real = os.path.realpath(path)
-        if key in owner:
-            if owner[key][0] == real:
-                continue
-            raise UsageError(f"{owner[key][1]} and {path} would both be written to {output}; "
-                             "run them separately or give their directories")
-        owner[key] = (real, path)
+    owner: dict[str, str] = {}  # output (normalized) -> input
+    for f in found.files:
+        output = None if out_dir is None else os.path.join(out_dir, f.rel)
+        if output is not None:
+            key = os.path.normcase(os.path.abspath(output))
+            if key in owner:
+                raise UsageError(f"{owner[key]} and {f.path} would both be written to {output}; "
+                                 "run them separately or give their directories")
+            owner[key] = f.path
         try:
-            size = os.path.getsize(path)
+            size = os.path.getsize(f.path)
         except OSError:
             size = 0
-        tasks.append(Task(len(tasks), path, output, size))
-    return tasks, problems
+        tasks.append(Task(len(tasks), f.path, output, size, f.group, f.stage, f.format))
+    return tasks, found.problems, found.skipped
+
+
+def _nothing_selected(stage: str | None, module: str | None, found: Discovery) -> str:
+    def some(names: set[str]) -> str:
+        listed = sorted(names)
+        return ", ".join(listed[:8]) + (f", ... ({len(listed)} in all)" if len(listed) > 8 else "")
+
+    asked = " and ".join(f"{flag} {value!r}" for flag, value in (("--stage", stage), ("--module", module)) if value)
+    seen = [f"stages: {some(found.stages)}" if stage is not None and found.stages else "",
+            f"modules: {some(found.modules)}" if module is not None and found.modules else ""]
+    return f"{asked} selects none of the HLO files found ({'; '.join(filter(None, seen)) or 'none has a dump stage'})"
 
 
 # ------------------------------------------------------------------------------------------
@@ -182,7 +127,10 @@ def plan(arguments: Sequence[str], out_dir: str) -> tuple[list[Task], list[tuple
 
 def process_input(task: Task, options: RunOptions) -> InputResult:
     """One file through the one run path, as `hlo-dedup FILE -o OUTPUT [options]`; what it
-    logged is kept in the result instead of printed."""
+    logged is kept in the result instead of printed. The output keeps the input's format
+    unless the options name one."""
+    if options.output_format is None and task.format is not None:
+        options = replace(options, output_format=task.format)
     log = io.StringIO()
     result = run_input(task.input, task.output, options, stdin=io.BytesIO(), stdout=io.BytesIO(), log=log)
     result.log = log.getvalue()
@@ -234,9 +182,11 @@ def _remove_empty(created: Sequence[str]) -> None:
             pass  # not empty: something was written there
 
 
-def run_batch(arguments: Sequence[str], output_dir: str, options: RunOptions, *, jobs: int | None = None,
-              stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Batch mode of `hlo-dedup` (see the module docstring); returns the exit status."""
+def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOptions, *, jobs: int | None = None,
+              stdout: TextIO | None = None, stderr: TextIO | None = None, stage: str | None = None,
+              module: str | None = None) -> int:
+    """Batch mode of `hlo-dedup` (see the module docstring); returns the exit status.
+    `output_dir` None: --report-only; `stage`/`module`: the --stage/--module expressions."""
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     from . import logs
@@ -246,8 +196,8 @@ def run_batch(arguments: Sequence[str], output_dir: str, options: RunOptions, *,
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     t0 = time.perf_counter()
-    tasks, problems = plan(arguments, output_dir)
-    created = _make_dirs(tasks, output_dir)
+    tasks, problems, skipped = plan(arguments, output_dir, stage=stage, module=module)
+    created = _make_dirs(tasks, output_dir) if output_dir is not None else []
     workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     results: list[InputResult | None] = [None] * len(tasks)
 
@@ -262,6 +212,9 @@ def run_batch(arguments: Sequence[str], output_dir: str, options: RunOptions, *,
     finally:
         _remove_empty(created)
     wall = time.perf_counter() - t0
+    for task, r in zip(tasks, results):
+        if r is not None:
+            r.module, r.stage = task.module, task.stage
 
     done = [r for r in results if r is not None]
     # Arguments that named no file count as files that could not be read.
@@ -273,7 +226,8 @@ def run_batch(arguments: Sequence[str], output_dir: str, options: RunOptions, *,
         _common([r.output_format for r in done], default_output_format),
         options.passes, strict=options.strict, spmd=options.spmd, inputs=done,
         max_peak_increase=options.max_peak_increase,
-        batch=BatchInfo(tuple(arguments), output_dir, workers, wall),
+        batch=BatchInfo(tuple(arguments), output_dir, workers, wall, tuple(skipped)),
+        report_only=options.report_only,
     )
 
     errors: list[str] = []
@@ -283,7 +237,9 @@ def run_batch(arguments: Sequence[str], output_dir: str, options: RunOptions, *,
         except FormatError as exc:
             errors.append(exc.format())
 
-    if options.verbose:  # each file's own log and full summary, in input order
+    if options.verbose:  # each skipped file, then each file's own log and full summary, in input order
+        for s in skipped:
+            stderr.write(f"skipped {s.path}: {s.reason}\n")
         for r in done:
             text = r.log + (input_summary(r) if r.ok else "")
             if text:

@@ -4,8 +4,9 @@
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
               [--dot=FILE.dot] [--strict] [--max-peak-increase=BYTES] [--spmd | --no-spmd]
-              [--verify]
-    hlo-dedup INPUT... --output-dir OUT [-j N] [the options above]     (batch mode)
+              [--verify] [--report-only]
+    hlo-dedup INPUT... (--output-dir OUT | --report-only) [-j N] [--stage REGEX]
+              [--module REGEX] [the options above]                       (batch mode)
     hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--json]
 
 This module parses the arguments into `hlo_dedup.run.RunOptions`, hands them to
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import NoReturn, Sequence, TextIO
 
 from . import __version__
 from .analysis.budget import parse_budget
-from .io.formats import INPUT_FORMATS, INPUT_SUFFIXES, OUTPUT_FORMATS, STDIO, output_format_for
+from .io.discovery import has_magic
+from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
 from .report import EXIT_INPUT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from .run import PROG, RunOptions, UsageError, describe_failure, run_file, write_line
@@ -50,17 +53,29 @@ A summary of each pass (folds, bytes removed, hazards) goes to stderr; --report 
 it as JSON (schema: hlo_dedup/report/schema.json) and --dot draws it. Outputs are written
 atomically and only after every pass succeeded; -o may name the input.
 
-batch mode (several INPUTs, or --output-dir): each INPUT is a file, a directory (every
-{suffixes} beneath it, recursively, sorted; hidden entries skipped) or a glob pattern
-(quoted; ** recurses). Each file is processed as a single-file run would, by a pool of -j
-worker processes (default: the CPU count), and written to OUT under its path relative to its
-directory or the glob's fixed prefix (a plain file: its name). A failing file does not stop
-the others; failures are listed at the end. --report covers every file (one `inputs` entry
-each), --dot draws every module written.
+batch mode (several INPUTs, a directory or a glob pattern, --output-dir, --stage or
+--module): each INPUT is a file, a directory (searched recursively; hidden entries left out)
+or a glob pattern (quoted; ** recurses; no symbolic-link loop is followed). Point it at what
+a framework wrote: an XLA dump (--xla_dump_to), a Neuron compile cache or work directory, NxD
+artifacts. Files that are not HLO (by name where the layout says so: buffer assignments,
+LLVM IR, object code, NEFFs, ...; else by content), FIFOs and devices are skipped with their
+reason; a module XLA dumped at one stage as text and as proto (or .gz) is processed once. Each
+file is processed as a single-file run would, by a pool of -j worker processes (default: the
+CPU count), and written to OUT under its path relative to its directory or the glob's fixed
+prefix (a plain file: its name), in the input's format. A failing file does not stop the
+others; failures are listed at the end. --report covers every file (one `inputs` entry each,
+and `batch.skipped`), --dot draws every module run. The summary gives one line per dumped
+module, its stages in pipeline order.
+  --stage REGEX    only files whose XLA dump stage (before_optimizations,
+                   cpu_after_optimizations, 0001.<pipeline>.after_<pass>.before_<pass>, ...)
+                   matches REGEX (searched, as --xla_dump_hlo_pass_re is)
+  --module REGEX   only modules whose name (or Neuron cache key MODULE_<h>+<h>) matches REGEX
+  --report-only    run everything and write --report/--dot, but no module output
 
 exit status: 0 success, 1 a pass failed or --verify found a difference (nothing written),
 2 usage, I/O or parse error, or a module --verify could not run on XLA:CPU.
-In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0.
+In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0;
+skipped files are not failures.
 """
 
 
@@ -73,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description=DESCRIPTION.format(default=", ".join(DEFAULT_PIPELINE)),
-        epilog=EPILOG.format(suffixes=", ".join("*" + s for s in INPUT_SUFFIXES)),
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
@@ -86,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="batch mode: write each input's output under OUT, mirroring its relative path")
     parser.add_argument("-j", "--jobs", type=_positive_int, metavar="N",
                         help="batch mode: worker processes (default: the number of CPUs)")
+    parser.add_argument("--stage", metavar="REGEX",
+                        help="batch mode: only files whose XLA dump stage matches REGEX (e.g. before_optimizations)")
+    parser.add_argument("--module", metavar="REGEX",
+                        help="batch mode: only modules whose name (or Neuron cache key) matches REGEX")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run the passes and write --report/--dot and the summary, but no module output")
     parser.add_argument("--passes", metavar="P1,P2,...",
                         help="comma-separated passes to run in order (default: the neuronx-cc pipeline)")
     parser.add_argument("--list-passes", action="store_true", help="print the registered passes and exit")
@@ -162,21 +183,32 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         vmodule=args.vmodule,
         report=args.report,
         dot=args.dot,
+        report_only=args.report_only,
     )
+
+
+def _is_batch(args: argparse.Namespace) -> bool:
+    """Several inputs, a directory or a pattern, --output-dir or a selection: batch mode."""
+    if len(args.input) > 1 or args.output_dir is not None or args.stage is not None or args.module is not None:
+        return True
+    return any(os.path.isdir(i) or (has_magic(i) and not os.path.lexists(i)) for i in args.input)
 
 
 def _check_batch(args: argparse.Namespace) -> None:
     if args.output is not None:
         raise UsageError("-o names one output file: with several inputs use --output-dir DIR")
-    if args.output_dir is None:
-        raise UsageError("several inputs need --output-dir DIR (batch mode)")
+    if args.report_only and args.output_dir is not None:
+        raise UsageError("--report-only writes no module output: drop --output-dir")
+    if args.output_dir is None and not args.report_only:
+        raise UsageError("several inputs, a directory or a pattern need --output-dir DIR for the outputs "
+                         "(batch mode), or --report-only")
     if not args.input:
         raise UsageError("--output-dir needs at least one INPUT (file, directory or glob pattern)")
     if STDIO in args.input:
         raise UsageError("standard input (-) cannot be a batch-mode input")
 
 
-def _check_single(input: str, output: str, options: RunOptions, stdin, stdout) -> None:  # noqa: ANN001
+def _check_single(input: str, output: str | None, options: RunOptions, stdin, stdout) -> None:  # noqa: ANN001
     if output == STDIO and output_format_for(output, options.output_format) == "pb" and _isatty(stdout):
         raise UsageError("refusing to write a binary proto to a terminal; use -o FILE")
     if options.report == STDIO and output == STDIO:
@@ -211,15 +243,17 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
             stdout.write(",".join(pass_names()) + "\n")
             stdout.flush()
             return EXIT_OK
-        if len(args.input) > 1 or args.output_dir is not None:
+        if _is_batch(args):
             _check_batch(args)
             from .batch import run_batch
 
             return run_batch(args.input, args.output_dir, options_from_args(args), jobs=args.jobs,
-                             stdout=stdout, stderr=stderr)
+                             stdout=stdout, stderr=stderr, stage=args.stage, module=args.module)
         options = options_from_args(args)
         input = args.input[0] if args.input else STDIO
-        output = STDIO if args.output is None else args.output
+        if args.report_only and args.output is not None:
+            raise UsageError("--report-only writes no module output: drop -o")
+        output = None if args.report_only else STDIO if args.output is None else args.output
         _check_single(input, output, options, stdin, stdout)
         return run_file(input, output, options, stdin=stdin, stdout=stdout, stderr=stderr)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line and an exit status

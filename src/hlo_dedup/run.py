@@ -21,6 +21,7 @@ from typing import Callable, Iterator, TextIO
 from .io.formats import (
     STDIO,
     FormatError,
+    compress_for,
     detect_format,
     display_name,
     modules_from_bytes,
@@ -58,6 +59,7 @@ class RunOptions:
 
     `output_format` None: from each output's name. `report` and `dot` name the run's aggregate
     outputs (`-`: standard output for the report); they cover every module of the run.
+    `report_only`: run everything but write no module output (the aggregate outputs still are).
     """
 
     passes: tuple[str, ...] = DEFAULT_PIPELINE
@@ -72,6 +74,7 @@ class RunOptions:
     vmodule: str = ""
     report: str | None = None
     dot: str | None = None
+    report_only: bool = False
 
     @property
     def verbose(self) -> bool:
@@ -103,9 +106,10 @@ def write_report_output(path: str, text: str, stdout: TextIO | None = None) -> N
 # One input
 
 
-def run_input(input: str, output: str, options: RunOptions, *, stdin=None, stdout=None,  # noqa: ANN001
+def run_input(input: str, output: str | None, options: RunOptions, *, stdin=None, stdout=None,  # noqa: ANN001
               log: TextIO | None = None) -> InputResult:
-    """Read `input` (`-`: stdin), run the passes on each module, write `output` (`-`: stdout).
+    """Read `input` (`-`: stdin), run the passes on each module, write `output` (`-`: stdout;
+    None with --report-only: nothing is written).
 
     `log` receives the passes' VLOG lines, the `--verify` lines and, with --v, tracebacks.
     Nothing is written unless every pass (and --verify) succeeded. The cyclic garbage collector
@@ -132,7 +136,8 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
     from .progress import make_progress
 
     input, output = result.input, result.output
-    out_fmt = result.output_format = output_format_for(output, options.output_format)
+    out_fmt = None if output is None else output_format_for(output, options.output_format)
+    result.output_format = out_fmt
     try:
         logs.configure(options.v, options.vmodule, log)
     except ValueError as exc:
@@ -155,7 +160,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
         del data
         result.input_format = in_fmt
         result.timings["parse"] = time.perf_counter() - t0
-        if out_fmt != "hlo" and len(modules) != 1:
+        if out_fmt not in ("hlo", None) and len(modules) != 1:
             raise FormatError(display_name(output), f"{out_fmt} output holds one module, "
                               f"the input has {len(modules)} (write HLO text instead)")
 
@@ -197,10 +202,12 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
         if result.error is not None:
             return
 
-        progress.phase("print")
-        t0 = time.perf_counter()
-        payload = render_modules(modules, out_fmt, display_name(output))
-        rendered = time.perf_counter() - t0
+        payload, rendered = None, 0.0
+        if output is not None and out_fmt is not None:
+            progress.phase("print")
+            t0 = time.perf_counter()
+            payload = compress_for(output, render_modules(modules, out_fmt, display_name(output)))
+            rendered = time.perf_counter() - t0
 
     # The display is gone before anything is written (stdout may be the same terminal).
     if options.verify:
@@ -208,6 +215,8 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
         if failure is not None:
             result.exit_status, result.error = failure
             return
+    if payload is None or output is None:
+        return
     t0 = time.perf_counter()
     write_output(payload, output, _binary(stdout))
     result.bytes_out = len(payload)
@@ -241,10 +250,11 @@ def _verify(befores: list[str], modules: list, name: str, log: TextIO) -> tuple[
 # Single-file mode
 
 
-def run_file(input: str, output: str, options: RunOptions, *, stdin=None, stdout=None,  # noqa: ANN001
+def run_file(input: str, output: str | None, options: RunOptions, *, stdin=None, stdout=None,  # noqa: ANN001
              stderr: TextIO | None = None) -> int:
-    """`hlo-dedup INPUT -o OUTPUT`: one input, then the run's report, picture and summary.
-    Returns the exit status; every failure is one line on `stderr`."""
+    """`hlo-dedup INPUT -o OUTPUT`: one input, then the run's report, picture and summary
+    (`output` None: --report-only). Returns the exit status; every failure is one line on
+    `stderr`."""
     stderr = sys.stderr if stderr is None else stderr
     result = run_input(input, output, options, stdin=stdin, stdout=stdout, log=stderr)
     if not result.ok:
@@ -253,7 +263,7 @@ def run_file(input: str, output: str, options: RunOptions, *, stdin=None, stdout
         return result.exit_status
     report = RunReport(input, output, result.input_format or "hlo", result.output_format or "hlo",
                        options.passes, strict=options.strict, spmd=options.spmd, inputs=[result],
-                       max_peak_increase=options.max_peak_increase)
+                       max_peak_increase=options.max_peak_increase, report_only=options.report_only)
     try:
         for path, render in report_outputs(options):
             write_report_output(path, render(report), stdout)

@@ -227,7 +227,7 @@ def test_usage_errors(tmp_path: Path) -> None:
     a, b = DATA / "cond.hlo", DATA / "conv.hlo"
     for args, text in [
         ((a, b, "-o", tmp_path / "x.hlo"), "-o names one output file"),
-        ((a, b), "several inputs need --output-dir"),
+        ((a, b), "several inputs, a directory or a pattern need --output-dir DIR"),
         ((a, "-", "--output-dir", tmp_path / "o"), "standard input (-) cannot be a batch-mode input"),
         ((a, b, "--output-dir", tmp_path / "o", "-j", "0"), "expected a positive integer"),
         ((a, tmp_path / "x" / "cond.hlo", "--output-dir", tmp_path / "o"), "would both be written to"),

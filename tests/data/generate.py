@@ -4,15 +4,24 @@ The dedup passes must be checked on what JAX actually emits (Shardy custom-calls
 on every gather, opt-barriers from remat, while bodies), not on hand-written text. Shapes and
 seeds are fixed so a re-run with the same jax version reproduces the files byte for byte.
 Needs the ``xla`` extra (jax/jaxlib).
+
+``python tests/data/generate.py --xla-dump DIR`` instead runs a small sharded training loop
+with ``XLA_FLAGS=--xla_dump_to=DIR`` (text and proto, plus the dumps around XLA's SPMD
+partitioner), exactly as a user would, and leaves XLA's whole dump tree in DIR: the tests of
+dump-directory inputs use it (it is too large to keep in the repository).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-# Eight virtual CPU devices must be configured before jax is imported.
+# Eight virtual CPU devices (and, for --xla-dump, XLA's dump flags) must be set before jax is imported.
+DUMP_FLAGS = "--xla_dump_hlo_as_text --xla_dump_hlo_as_proto --xla_dump_hlo_pass_re=spmd-partitioning"
+_DUMP_DIR = sys.argv[sys.argv.index("--xla-dump") + 1] if "--xla-dump" in sys.argv[:-1] else None
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    + (f" --xla_dump_to={_DUMP_DIR} {DUMP_FLAGS}" if _DUMP_DIR else "")
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -27,6 +36,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import jaxlib
+import numpy as np
 from jax import lax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -388,6 +398,41 @@ def devices_needed(text: str) -> int:
     return size
 
 
+def training_loop() -> None:
+    """What a user's FSDP training loop leaves in an XLA dump: two steps of a sharded MLP with
+    remat and a tied weight (compiled once, dumped once), the small modules JAX compiles to
+    build and place the arrays, and an evaluation against a fixed table whose constant the
+    text dumps elide (``{...}``), compiled with ``--xla_dump_compress_protos`` (``.hlo.pb.gz``)."""
+    layer = jax.checkpoint(_gathered_layer)
+
+    @partial(jax.shard_map, mesh=MESH, in_specs=(P("x"), P("x"), P("x")), out_specs=P("x"))
+    def forward(w1: jax.Array, w2: jax.Array, x: jax.Array) -> jax.Array:
+        for w in (w1, w2, w1):  # w1 is tied: layers 1 and 3
+            x = layer(w, x)
+        return x
+
+    def loss(ws: tuple[jax.Array, ...], x: jax.Array) -> jax.Array:
+        return jnp.mean(forward(*ws, x) ** 2)
+
+    @jax.jit
+    def train_step(ws: tuple[jax.Array, ...], x: jax.Array) -> tuple[tuple[jax.Array, ...], jax.Array]:
+        value, grads = jax.value_and_grad(loss)(ws, x)
+        return tuple(w - 0.1 * g for w, g in zip(ws, grads)), value
+
+    sharded = NamedSharding(MESH, P("x"))
+    ws = tuple(jax.device_put(jnp.full((D, D), 0.01 * (i + 1), jnp.float32), sharded) for i in range(2))
+    x = jax.device_put(jnp.ones((BATCH, D)), sharded)
+    for _ in range(2):
+        ws, value = train_step(ws, x)
+    table = np.linspace(-1.0, 1.0, D * D, dtype=np.float32).reshape(D, D)
+
+    def evaluate(ws: tuple[jax.Array, ...], x: jax.Array) -> jax.Array:
+        return loss(ws, x) + jnp.sum(table * ws[0])
+
+    compiled = jax.jit(evaluate).lower(ws, x).compile(compiler_options={"xla_dump_compress_protos": True})
+    print(f"loss {float(value):.6f}, eval {float(compiled(ws, x)):.6f}; XLA dump in {_DUMP_DIR}")
+
+
 def main() -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
@@ -417,4 +462,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    training_loop() if _DUMP_DIR else main()

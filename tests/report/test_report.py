@@ -125,7 +125,7 @@ def test_a_batch_report_aggregates_its_inputs() -> None:
     assert data["totals"] == {**single["totals"], "modules": 3}
     assert data["batch"] == {"arguments": ["a.hlo", "b.hlo", "*.nope"], "output_dir": "out", "workers": 2,
                              "files": 3, "ok": 1, "failed": 2, "bytes_in": 1010, "bytes_out": 900,
-                             "wall_seconds": 1.5}
+                             "wall_seconds": 1.5, "skipped": []}
     entries = {i["input"]: i for i in data["inputs"]}
     assert entries["a.hlo"]["modules"] == single["modules"] and entries["a.hlo"]["status"] == "ok"
     assert (entries["b.hlo"]["status"], entries["b.hlo"]["output"]) == ("pass_failed", None)
@@ -138,6 +138,57 @@ def test_a_batch_report_aggregates_its_inputs() -> None:
     # The same total line as a single-file run's.
     assert lines[5] == "total: 1 of 3 modules changed, 2 folds, 2 hazards (1 refused), removed 4.5 KiB output / 2.0 KiB per device"
     assert lines[6].startswith("time: 1.50 s wall, 2 workers, 2.0 files/s (summed over files: parse 500.0 ms")
+
+
+def test_a_dump_reads_by_module_then_stage() -> None:
+    """Files of an XLA dump are grouped by module, their stages in pipeline order (whatever
+    order the files came in); other files keep their own line; skipped files are counted by
+    kind, never as failures; --report-only says nothing was written."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from hlo_dedup.io.discovery import Skipped
+
+    def dumped(name: str, module: str, stage: str, folds: int, status: int = 0) -> InputResult:
+        result = sample_result(f"dump/{name}")
+        passes = [PassResult("neuron_all_gather_duplicate_remover", bool(folds),
+                             [FoldRecord("neuron_all_gather_duplicate_remover", "main", f"a.{i}", f"b.{i}", {}, 64, 56)
+                              for i in range(folds)], [], 0.0)]
+        result.modules = [ModuleRun(module.split(" ")[0], result.input, 0, passes)]
+        result.module, result.stage, result.output, result.bytes_out = module, stage, None, None
+        if status:
+            result.exit_status, result.error, result.modules = status, f"dump/{name}: error: oops", []
+        return result
+
+    inputs = [
+        dumped("module_0012.jit_step.cpu_after_optimizations.txt", "jit_step", "cpu_after_optimizations", 0),
+        dumped("module_0012.jit_step.0001.p.after_spmd-partitioning.before_x.txt", "jit_step",
+               "0001.p.after_spmd-partitioning.before_x", 1),
+        dumped("module_0012.jit_step.before_optimizations.txt", "jit_step", "before_optimizations", 6),
+        sample_result("extra.hlo"),
+        dumped("module_0004.jit_f.before_optimizations.txt", "jit_f (module_0004)", "before_optimizations", 0, 2),
+    ]
+    skipped = (Skipped("dump/a.ll", "LLVM IR", "LLVM IR XLA generated (not HLO, by its name)"),
+               Skipped("dump/b.ll", "LLVM IR", "LLVM IR XLA generated (not HLO, by its name)"),
+               Skipped("dump/module_0012.jit_step.before_optimizations.hlo.pb", "duplicate", "the same module ..."))
+    report = RunReport("dump", None, "hlo", "hlo", PIPELINE, inputs=inputs, report_only=True,
+                       batch=BatchInfo(("dump",), None, 2, 1.0, skipped))
+    lines = render_summary(report).splitlines()
+    assert lines[:6] == [
+        "jit_step: before_optimizations 6 folds; 0001.p.after_spmd-partitioning.before_x 1 fold; "
+        "cpu_after_optimizations 0 folds",
+        lines[1],  # extra.hlo: its own line, as before
+        "jit_f (module_0004): before_optimizations failed",
+        "skipped 3 files: 2 LLVM IR, 1 duplicate (reasons: --report, or --v=1)",
+        "dump/module_0004.jit_f.before_optimizations.txt: error: oops",
+        "files: 4 ok, 1 failed (of 5), 3 skipped; read 4.9 KiB, wrote nothing (--report-only)",
+    ]
+    assert lines[1].startswith("extra.hlo: 1 of 2 modules changed, 2 folds")
+    data = json.loads(render_json(report))
+    jsonschema.validate(data, load_schema())
+    assert data["report_only"] is True and data["output"] is None and data["batch"]["output_dir"] is None
+    assert data["batch"]["skipped"][0] == {"path": "dump/a.ll", "kind": "LLVM IR",
+                                           "reason": "LLVM IR XLA generated (not HLO, by its name)"}
+    assert [(i["module"], i["stage"]) for i in data["inputs"]][3:] == [(None, None), ("jit_f (module_0004)",
+                                                                       "before_optimizations")]
 
 
 def test_human_bytes() -> None:

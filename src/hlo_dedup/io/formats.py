@@ -12,6 +12,11 @@ Without `--format` the format comes from the extension (`.pb` → pb, `.pbtxt`/`
 pbtxt) and otherwise from the content: NxD-Inference writes binary `HloModuleProto`s named
 `graph.hlo`, so a `.hlo` file (or stdin) that is not text is read as a proto.
 
+Every input format may be gzip-compressed (`--xla_dump_compress_protos` writes `.hlo.pb.gz`,
+and caches and dumps are often archived that way): gzip data is recognised by its magic
+bytes and decompressed on reading; a trailing `.gz` is ignored where the name says the
+format, and an output named `*.gz` is written compressed.
+
 Output formats: `hlo` (text), `pb` (binary `HloModuleProto`, what neuronx-cc takes) and
 `pbtxt` (text-format `HloModuleProto`). Proto output goes through XLA's parser, so only one
 module can be written per file; the header's `replica_count`/`num_partitions` belong to
@@ -20,10 +25,12 @@ XLA's module config, not to `HloModuleProto`, and are not kept there.
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import re
 import sys
+import zlib
 from typing import BinaryIO, Sequence
 
 from ..ir import HloModule
@@ -37,8 +44,9 @@ STDIO = "-"
 
 _PB_SUFFIXES = (".pb",)
 _PBTXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb", ".prototxt")
-#: File names a directory is searched for (batch mode): HLO text and every proto suffix above.
-INPUT_SUFFIXES: tuple[str, ...] = (".hlo", ".txt", *_PB_SUFFIXES, *_PBTXT_SUFFIXES)
+#: Compressed files: the suffix that does not change the format, and gzip's magic bytes.
+GZIP_SUFFIX = ".gz"
+_GZIP_MAGIC = b"\x1f\x8b"
 _PBTXT_START = re.compile(r"\A(?:\s*#[^\n]*\n)*\s*(?:name|entry_computation_name|computations|hlo_module|hlo|id)\s*[:{]")
 
 
@@ -66,11 +74,37 @@ def display_name(path: str | os.PathLike[str]) -> str:
 
 
 def read_source(path: str | os.PathLike[str], stdin: BinaryIO | None = None) -> bytes:
-    """The raw bytes of a file, or of standard input for `-`."""
+    """The bytes of a file, or of standard input for `-`; gzip data comes back decompressed."""
     if str(path) == STDIO:
-        return (stdin or sys.stdin.buffer).read()
-    with open(path, "rb") as f:
-        return f.read()
+        data = (stdin or sys.stdin.buffer).read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    return decompress(data, display_name(path))
+
+
+def without_compression(name: str) -> str:
+    """`name` without a trailing `.gz`: the part that says the format."""
+    return name[: -len(GZIP_SUFFIX)] if name.lower().endswith(GZIP_SUFFIX) else name
+
+
+def decompress(data: bytes, filename: str) -> bytes:
+    """`data` itself, or what it decompresses to if it is gzip data (no HLO text or proto
+    starts with gzip's magic bytes: 0x1f is a control character and not a valid proto tag)."""
+    if not data.startswith(_GZIP_MAGIC):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(filename, f"corrupt or truncated gzip data: {exc}") from None
+
+
+def compress_for(path: str | os.PathLike[str], data: bytes) -> bytes:
+    """`data` as it is written to `path`: gzip-compressed for a `*.gz` name (with no time stamp,
+    so the same module always gives the same bytes)."""
+    if str(path) != STDIO and str(path).lower().endswith(GZIP_SUFFIX):
+        return gzip.compress(data, mtime=0)
+    return data
 
 
 def _looks_binary(data: bytes) -> bool:
@@ -86,7 +120,7 @@ def _looks_binary(data: bytes) -> bool:
 
 def detect_format(path: str | os.PathLike[str], data: bytes) -> str:
     """hlo, pb or pbtxt, from the extension where it is unambiguous, else from the content."""
-    name = str(path).lower()
+    name = without_compression(str(path).lower())
     if name.endswith(_PB_SUFFIXES):
         return "pb"
     if name.endswith(_PBTXT_SUFFIXES):
@@ -197,7 +231,7 @@ def output_format_for(path: str | os.PathLike[str], format: str | None = None) -
             raise FormatError(display_name(path), f"unknown output format {format!r} "
                               f"(expected one of {', '.join(OUTPUT_FORMATS)})")
         return format
-    name = str(path).lower()
+    name = without_compression(str(path).lower())
     if name.endswith(_PB_SUFFIXES):
         return "pb"
     if name.endswith(_PBTXT_SUFFIXES):
@@ -241,15 +275,17 @@ def write_output(data: bytes, path: str | os.PathLike[str], stdout: BinaryIO | N
 def write_module(module: HloModule, path: str | os.PathLike[str], format: str | None = None) -> None:
     """Write one module atomically (`-`: standard output) as text, `.pb` or `.pbtxt`."""
     fmt = output_format_for(path, format)
-    write_output(render_modules([module], fmt, display_name(path)), path)
+    write_output(compress_for(path, render_modules([module], fmt, display_name(path))), path)
 
 
 __all__ = [
+    "GZIP_SUFFIX",
     "INPUT_FORMATS",
-    "INPUT_SUFFIXES",
     "OUTPUT_FORMATS",
     "STDIO",
     "FormatError",
+    "compress_for",
+    "decompress",
     "detect_format",
     "display_name",
     "module_texts_from_bytes",
@@ -258,6 +294,7 @@ __all__ = [
     "read_modules",
     "read_source",
     "render_modules",
+    "without_compression",
     "write_module",
     "write_output",
 ]

@@ -39,8 +39,10 @@ near misses and memory prices). Memory figures are estimates: live bytes with th
 order as the schedule (`hlo_dedup.analysis.liveness`).
 
 A batch run writes these fields over all its files (`timings` summed over files) plus `batch`
-(workers, files ok/failed, wall time) and `inputs` (one entry per file: status, exit_status,
-error, output, modules, totals, timings); formats may then be `mixed`.
+(workers, files ok/failed, wall time, and `skipped`: every file found but not processed, with
+its reason) and `inputs` (one entry per file: status, exit_status, error, output, module and
+dump stage, modules, totals, timings); formats may then be `mixed`. With --report-only,
+`report_only` is true and `output` null: no module output was written.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def report_json(report: RunReport) -> dict[str, Any]:
         "totals": report.totals(),
         "timings": timings,
     }
+    if report.report_only:
+        data["report_only"] = True
     batch = report.batch
     if batch is not None:
         data["batch"] = {
@@ -89,6 +93,7 @@ def report_json(report: RunReport) -> dict[str, Any]:
             "bytes_in": sum(r.bytes_in for r in report.inputs),
             "bytes_out": sum(r.bytes_out or 0 for r in report.inputs if r.ok),
             "wall_seconds": round(batch.wall_seconds, 6),
+            "skipped": [{"path": s.path, "kind": s.kind, "reason": s.reason} for s in batch.skipped],
         }
         data["inputs"] = [_input_json(r) for r in report.inputs]
     return data
@@ -115,6 +120,8 @@ def _input_json(r: InputResult) -> dict[str, Any]:
         "error": r.error,
         "input_format": r.input_format,
         "output_format": r.output_format,
+        "module": r.module,
+        "stage": r.stage,
         "bytes_in": r.bytes_in,
         "bytes_out": r.bytes_out if r.ok else None,
         "seconds": round(r.seconds, 6),

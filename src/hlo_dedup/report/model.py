@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..io.discovery import Skipped
 from ..passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
 
 #: Exit statuses: 1 only for a pass that failed (e.g. a RET_CHECK) or a --verify difference;
@@ -73,7 +74,9 @@ class InputResult:
     """One input taken through read -> passes -> output: what it did, and how it ended.
 
     `error` is the one line the command prints for a failure (None on success);
-    `input_format` is known once the input parsed.
+    `input_format` is known once the input parsed. In a batch run, `module` and `stage` say
+    which module of an XLA dump the file holds and at which stage (None where no layout
+    says so); summaries group by them.
     """
 
     input: str
@@ -88,6 +91,8 @@ class InputResult:
     bytes_out: int | None = None  # what was written; None when nothing was
     seconds: float = 0.0
     log: str = ""  # batch mode: what the run logged (VLOG lines, --verify lines)
+    module: str | None = None
+    stage: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -100,12 +105,14 @@ class InputResult:
 
 @dataclass(frozen=True)
 class BatchInfo:
-    """What only a batch run has: its arguments, workers and wall time."""
+    """What only a batch run has: its arguments, workers, wall time and the files it skipped
+    (`output_dir` None: --report-only)."""
 
     arguments: tuple[str, ...]
-    output_dir: str
+    output_dir: str | None
     workers: int
     wall_seconds: float
+    skipped: tuple[Skipped, ...] = ()
 
 
 @dataclass
@@ -114,10 +121,11 @@ class RunReport:
 
     `input`/`output`/the formats describe the run as a whole: a single-file run's own, or a
     batch run's arguments, output directory and common formats (`mixed` when they differ).
+    `output` is None and `report_only` true when no module output was written (--report-only).
     """
 
     input: str
-    output: str
+    output: str | None
     input_format: str
     output_format: str
     pipeline: Sequence[str]
@@ -126,6 +134,7 @@ class RunReport:
     inputs: list[InputResult] = field(default_factory=list)
     batch: BatchInfo | None = None
     max_peak_increase: int | None = None
+    report_only: bool = False
 
     @property
     def modules(self) -> list[ModuleRun]:

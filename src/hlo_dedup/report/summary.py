@@ -1,8 +1,10 @@
 """The short human summary a run prints on stderr.
 
 A single-file run lists each module's passes, their folds and hazards; a batch run gives one
-line per file, the failures (each file's one-line error), then the files and totals. Both end
-with the same `total:` line and a `time:` line.
+line per module of an XLA dump, its stages in pipeline order (`jit_step: before_optimizations
+6 folds; cpu_after_optimizations 0 folds`: what XLA's own CSE already merged shows at once),
+one line per other file, the skipped files counted by kind, the failures (each file's one-line
+error), then the files and totals. Both end with the same `total:` line and a `time:` line.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
+from ..io.layouts import stage_order
 from ..passes import PassResult
 from .model import PHASES, InputResult, RunReport, module_totals, peak_changes
 from .units import human_bytes, human_seconds, plural
@@ -147,18 +150,64 @@ def _input_line(r: InputResult) -> str:
     return line + f" ({human_seconds(r.seconds)})"
 
 
+def _module_lines(inputs: Sequence[InputResult]) -> list[str]:
+    """One line per dump module (its stages in pipeline order) and per other file done, in
+    the order of their first file."""
+    groups: dict[str, list[InputResult]] = {}
+    order: list[str | InputResult] = []
+    for r in inputs:
+        if r.module is not None and r.stage is not None:
+            if r.module not in groups:
+                groups[r.module] = []
+                order.append(r.module)
+            groups[r.module].append(r)
+        elif r.ok:
+            order.append(r)
+    lines = []
+    for item in order:
+        if isinstance(item, InputResult):
+            lines.append(_input_line(item))
+            continue
+        stages = sorted(groups[item], key=lambda r: stage_order(r.stage or ""))
+        lines.append(f"{item}: " + "; ".join(f"{r.stage} {_stage_result(r)}" for r in stages))
+    return lines
+
+
+def _stage_result(r: InputResult) -> str:
+    if not r.ok:
+        return "failed"
+    t = module_totals(r.modules)
+    text = plural(t["folds"], "fold")
+    if t["hazards"]:
+        text += f" ({plural(t['hazards'], 'hazard')}" + (f", {t['hazards_refused']} refused" if t["hazards_refused"] else "") + ")"
+    return text
+
+
+def _skipped_line(report: RunReport) -> list[str]:
+    skipped = report.batch.skipped if report.batch else ()
+    if not skipped:
+        return []
+    kinds = Counter(s.kind for s in skipped)
+    listed = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    return [f"skipped {plural(len(skipped), 'file')}: {listed} (reasons: --report, or --v=1)"]
+
+
 def _batch_lines(report: RunReport, errors: Sequence[str]) -> list[str]:
-    """One line per file done, then one per failure (the single-file message), then totals."""
+    """One line per module or file done, the skipped files, one line per failure (the
+    single-file message), then totals."""
     assert report.batch is not None
     inputs = report.inputs
-    lines = [_input_line(r) for r in inputs if r.ok]
+    lines = _module_lines(inputs)
+    lines += _skipped_line(report)
     lines += [r.error or f"{r.input}: error: failed" for r in inputs if not r.ok]
     lines += list(errors)
     ok = sum(r.ok for r in inputs)
     read = sum(r.bytes_in for r in inputs)
     wrote = sum(r.bytes_out or 0 for r in inputs if r.ok)
-    lines.append(f"files: {ok} ok, {len(inputs) - ok} failed (of {len(inputs)}); "
-                 f"read {human_bytes(read)}, wrote {human_bytes(wrote)}")
+    skipped = f", {len(report.batch.skipped)} skipped" if report.batch.skipped else ""
+    lines.append(f"files: {ok} ok, {len(inputs) - ok} failed (of {len(inputs)}){skipped}; "
+                 f"read {human_bytes(read)}, " + ("wrote nothing (--report-only)" if report.report_only
+                                                   else f"wrote {human_bytes(wrote)}"))
     lines.append(_total_line(report.totals()))
     wall, workers = report.batch.wall_seconds, report.batch.workers
     rate = f", {len(inputs) / wall:.1f} files/s" if wall > 0 and inputs else ""
