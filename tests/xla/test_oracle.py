@@ -36,7 +36,11 @@ MODULES = sorted(MANIFEST["modules"])
 # XLA:CPU's own post-optimization text does not recompile through hlo_to_stablehlo: the fusions'
 # backend configs are dropped on the way and the CPU thunk emitter RET_CHECKs "Fusion must have
 # backend config". The oracle must report that as a clean XlaError.
-NOT_RUNNABLE = {"gspmd_post_opt.hlo": "Fusion must have backend config"}
+NOT_RUNNABLE = {
+    "gspmd_post_opt.hlo": "Fusion must have backend config",
+    # XLA's own text from between two passes: its verifier rejects a mesh-grouped gather there.
+    "gspmd_transformer_after_spmd.hlo": "shard_count == subgroup_size",
+}
 
 # One text edit per runnable module that must change its outputs (first occurrence only).
 MUTATIONS = {
@@ -46,7 +50,6 @@ MUTATIONS = {
     "fsdp_remat_grad.hlo": (" tanh(", " sine("),
     "fsdp_shard_map.hlo": (" tanh(", " sine("),
     "gspmd_after_spmd.hlo": (" tanh(", " sine("),
-    "gspmd_transformer_after_spmd.hlo": (" tanh(", " sine("),
     "linalg.hlo": ("constant(8)", "constant(9)"),
     "mesh2d_nested.hlo": (" tanh(", " sine("),
     "pytree_weights.hlo": (" tanh(", " sine("),
