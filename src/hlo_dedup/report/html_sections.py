@@ -121,7 +121,7 @@ def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: Fo
         badge = ' <span class="badge refused">refused</span>'
     elif hazards:
         badge = ' <span class="badge hazard">hazard: folded anyway</span>'
-    head = (f'<h4><a class="q" href="#{ids(removed.name)}">{escape(removed.name)}</a><span class="arrow">{verb}</span>'
+    head = (f'<h4><a class="q" href="#{ids(removed.name)}">{escape(removed.name)}</a> <span class="arrow">{verb}</span> '
             f'<a class="q" href="#{ids(kept.name)}">{escape(kept.name)}</a>{badge}</h4>')
     svg = fold_svg((kept.opcode, kept.name), kept.walk, (removed.opcode, removed.name), removed.walk,
                    refused=refused)
