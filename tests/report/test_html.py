@@ -183,17 +183,27 @@ def test_cli_refuses_two_outputs_on_standard_output(tmp_path: Path) -> None:
     assert status == 2 and "both write to standard output" in err
 
 
-def test_batch_page_has_a_row_per_module_and_one_per_failed_file(tmp_path: Path) -> None:
-    files = [REMAT, JAX_DATA / "conv.hlo", tmp_path / "missing.hlo"]
-    status, _ = run_cli([*map(str, files), "--output-dir", str(tmp_path / "out"), "--html", str(tmp_path / "b.html")])
-    assert status == 2  # the missing file
+def test_batch_page_lists_modules_quiet_ones_and_failed_files(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    for source in (REMAT, JAX_DATA / "conv.hlo"):
+        (tmp_path / "in" / source.name).write_bytes(source.read_bytes())
+    (tmp_path / "in" / "broken.hlo").write_text("HloModule broken\n\nENTRY e {\n  ROOT p = f32[] nonsense()\n}\n")
+    status, _ = run_cli([str(tmp_path / "in"), "--output-dir", str(tmp_path / "out"), "--html", str(tmp_path / "b.html")])
+    assert status == 2  # the broken file
     page = (tmp_path / "b.html").read_text()
-    assert f"<title>hlo-dedup report: {files[0]} and 2 more (3 files)</title>" in page
-    rows = re.findall(r'<tr><td class="src path">([^<]*)</td><td[^>]*>(.*?)</td>', page)
-    assert [(path, re.sub("<[^>]+>", "", module)) for path, module in rows] == \
-        [(str(files[0]), "jit_loss"), (str(files[1]), "jit_f"), (str(files[2]), "")]
-    assert "missing.hlo: error:" in page
-    assert page.count('<section class="module">') == 1  # conv.hlo has no all-gather to show
+    assert f"<title>hlo-dedup report: {tmp_path / 'in'} (3 files)</title>" in page
+    assert f"Paths relative to <code>{tmp_path / 'in'}</code>" in page
+
+    def rows(table: str) -> list[tuple[str, str]]:
+        body = re.search(rf'<table class="{table}">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
+        return [(path, re.sub("<[^>]+>", "", second).strip())
+                for path, second in re.findall(r'<td class="src path" title="[^"]*">([^<]*)</td><td[^>]*>(.*?)</td>', body)]
+
+    assert rows("modules") == [("fsdp_remat_grad.hlo", "jit_loss changed")]  # with a section of its own
+    assert rows("modules quiet") == [("conv.hlo", "jit_f")]  # no all-gather: listed, collapsed
+    assert [path for path, _ in rows("failed")] == ["broken.hlo"]
+    assert "broken.hlo:4:" in page  # its one-line error, as the command printed it
+    assert page.count('<section class="module">') == 1
 
 
 # ------------------------------------------------------------------------------------------

@@ -100,6 +100,16 @@
   document.getElementById("expand").addEventListener("click", function () { openAll(true); });
   document.getElementById("collapse").addEventListener("click", function () { openAll(false); });
 
+  // A link to a row, a card or a change opens the sections around it.
+  function reveal() {
+    var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (!target) return;
+    for (var d = target.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
+    target.scrollIntoView({ block: "start" });
+  }
+  window.addEventListener("hashchange", reveal);
+  reveal();
+
   // Printing shows everything; afterwards the page is as it was.
   var before = [];
   window.addEventListener("beforeprint", function () {

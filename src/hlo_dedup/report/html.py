@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from collections import Counter
 from dataclasses import dataclass
 from html import escape
@@ -214,30 +215,59 @@ def _fate_bar(fates: Counter) -> str:
 
 
 def _modules_table(report: RunReport, anchors: dict[int, str]) -> str:
-    head = ("<tr><th data-sort>Input</th><th data-sort>Module</th><th data-sort>Status</th>"
+    """A row per module with something to show, then — collapsed — the modules without an
+    all-gather or kernel, and the files that failed with their one-line errors. Paths are
+    shown relative to the inputs' common directory."""
+    base = _common_directory([r.input for r in report.inputs]) if report.batch is not None else ""
+
+    def path(r: InputResult) -> str:
+        shown = r.input[len(base):].lstrip("/\\") if base else r.input
+        return f'<td class="src path" title="{escape(r.input)}">{escape(shown)}</td>'
+
+    head = ("<tr><th data-sort>Input</th><th data-sort>Module</th>"
             '<th data-sort="num" class="num">All-gathers</th><th data-sort="num" class="num">Folds</th>'
             '<th data-sort="num" class="num">Hazards</th><th data-sort="num" class="num">Refused</th>'
             '<th data-sort="num" class="num">Saved / device</th><th data-sort="num" class="num">Peak change</th></tr>')
-    rows = []
+    shown, quiet = [], []
     for r in report.inputs:
-        if not r.ok:
-            rows.append(f'<tr><td class="src path">{escape(r.input)}</td><td></td><td><span class="badge refused">'
-                        f'{escape(r.status)}</span></td><td colspan="6" class="error">{escape(r.error or "")}</td></tr>')
-            continue
-        for m in r.modules:
+        for m in r.modules if r.ok else ():
             t = module_totals([m])
-            link = escape(m.name)
-            if _has_content(m):
-                link = f'<a href="#{anchors[id(m)]}">{link}</a>'
             rise = m.peak_increase
-            rows.append(
-                f'<tr><td class="src path">{escape(r.input)}</td><td class="name">{link}</td>'
-                f'<td>{"changed" if m.changed else "unchanged"}</td>{_num(t["all_gathers"])}{_num(t["folds"])}'
+            name = f'<a href="#{anchors[id(m)]}">{escape(m.name)}</a>' if _has_content(m) else escape(m.name)
+            changed = ' <span class="badge">changed</span>' if m.changed else ""
+            (shown if _has_content(m) else quiet).append(
+                f'<tr>{path(r)}<td class="name">{name}{changed}</td>{_num(t["all_gathers"])}{_num(t["folds"])}'
                 f'{_num(t["hazards"])}{_num(t["folds_refused"])}'
                 f'{_num(t["bytes_per_device"], human_bytes(t["bytes_per_device"]))}'
                 f'{_num(rise, "+" + human_bytes(rise) if rise else "")}</tr>')
-    return (f'<h3>{"Files and modules" if report.batch is not None else "Modules"}</h3>'
-            f'<div class="scroll"><table class="modules"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></div>')
+    failed = [f'<tr>{path(r)}<td>{_badge(r.status)}</td><td class="error">{escape(r.error or "")}</td></tr>'
+              for r in report.inputs if not r.ok]
+    out = [f'<h3>{"Files and modules" if report.batch is not None else "Modules"}</h3>']
+    if base:
+        out.append(f'<p class="muted">Paths relative to <code>{escape(base)}</code>.</p>')
+    if shown:
+        out.append(_table("modules", head, shown))
+    if quiet:
+        out.append(f'<details class="sub"><summary>{len(quiet)} more without an all-gather or kernel</summary>'
+                   f'{_table("modules quiet", head, quiet)}</details>')
+    if failed:
+        out.append(f'<details class="sub"{" open" if len(failed) <= 10 else ""}><summary>'
+                   f'{plural(len(failed), "file")} failed</summary>'
+                   + _table("failed", "<tr><th data-sort>Input</th><th data-sort>Status</th><th>Error</th></tr>", failed)
+                   + "</details>")
+    return "".join(out)
+
+
+def _common_directory(paths: Sequence[str]) -> str:
+    """The directory every path lies in ('' when that is none, or only the root)."""
+    directories = [os.path.dirname(p) for p in paths]
+    if not directories or "" in directories:
+        return ""
+    try:
+        common = os.path.commonpath(directories)
+    except ValueError:  # absolute and relative, or different drives
+        return ""
+    return "" if common in (os.sep, os.curdir) or common == os.path.splitdrive(common)[0] + os.sep else common
 
 
 def _num(value: int, text: str | None = None) -> str:
@@ -261,7 +291,7 @@ def _module_section(r: InputResult, m: ModuleRun, anchor: str, several: bool, bu
         + (f", {plural(len(p.hazards), 'hazard')}" if p.hazards else "") + "</li>" for p in m.passes)
     out = [f'<section class="module">{head}<ul class="muted">{passes}</ul>']
     for comp in comps:
-        open_ = budget[0] > 0 and (comp.notable or len(comps) == 1)
+        open_ = budget[0] > 0 and (comp.notable or len(comps) == 1 and not several)
         budget[0] -= open_
         out.append(_computation_section(comp, ids, open_))
     why = why_not_section(m, ids)
@@ -312,6 +342,7 @@ def _computation_section(comp: Computation, ids: Ids, open_: bool) -> str:
 
 def _gather_table(comp: Computation, ids: Ids) -> str:
     folds = {f.removed: f for f in comp.folds}
+    hazard = ' <span class="badge hazard">hazard</span>'
     removed_by: dict[str, list[str]] = {}
     for g in comp.gathers:
         if g.folded_into:
@@ -326,7 +357,8 @@ def _gather_table(comp: Computation, ids: Ids) -> str:
         fold = folds.get(g.name)
         rows.append(
             f'<tr class="item" id="{ids(g.name)}"><td class="name q">{escape(g.name)}</td>'
-            f'<td>{_badge(g.fate)}</td><td>{_relation(g, removed_by, ids)}</td><td>{_traced(g)}</td>'
+            f'<td>{_badge(g.fate)}{hazard if fold is not None and fold.hazardous else ""}</td>'
+            f'<td>{_relation(g, removed_by, ids)}</td><td>{_traced(g)}</td>'
             f'{_num(g.bytes_output, human_bytes(g.bytes_output))}'
             + (_num(fold.bytes_per_device, human_bytes(fold.bytes_per_device)) if fold else "<td></td>")
             + _price_cell(fold)
@@ -355,17 +387,16 @@ def _badge(fate: str) -> str:
 
 
 def _relation(g: InstructionFate, removed_by: dict[str, list[str]], ids: Ids) -> str:
+    """What became of the gather, in a few words; a refusal links to its card for the reason."""
     if g.fate == "folded" and g.folded_into:
         return "into " + ids.link(g.folded_into)
     if g.fate == "kept":
         names = removed_by.get(g.name, [])
         return "keeps " + ", ".join(ids.link(n) for n in names)
     if g.fate == "refused":
-        onto = f"onto {ids.link(g.refused_onto)}: " if g.refused_onto else ""
-        reason = g.reason or ""
-        if g.refused_onto and reason.startswith(f"not folded onto {g.refused_onto}: "):
-            reason = reason[len(f"not folded onto {g.refused_onto}: "):]
-        return f'{onto}<span class="muted">{escape(reason)}</span>'
+        why = f'<a class="why" href="#c-{ids(g.name)}" title="{escape(g.reason or "")}">why</a>'
+        return (f"onto {ids.link(g.refused_onto)} \u00b7 {why}" if g.refused_onto else
+                f'<span class="muted">{escape(g.reason or "")}</span>')
     if g.fate == "not_candidate":
         return f'<span class="muted">{escape(g.reason or "")}</span>'
     return ""

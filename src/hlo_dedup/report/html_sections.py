@@ -143,7 +143,7 @@ def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: Fo
     more = ""
     if fold is not None:
         more = f'<a class="more" href="#w-{ids(removed.name)}">what changed \u2193</a>'
-    return (f'<article class="card item {cls}">{head}{svg}<dl>'
+    return (f'<article class="card item {cls}" id="c-{ids(removed.name)}">{head}{svg}<dl>'
             + "".join(f"<dt>{term}</dt><dd>{text}</dd>" for term, text in facts) + "</dl>"
             + (f'<ul class="reasons">{listed}</ul>' if listed else "") + more + "</article>")
 
