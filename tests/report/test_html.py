@@ -396,6 +396,9 @@ def transformer_48(xla_client, tmp_path_factory) -> Path:  # type: ignore[no-unt
 
 
 MAX_PAGE_BYTES = 4 << 20
+#: Guards against a page that hangs the browser, not targets (benchmarks/html_report.py
+#: measures load and filter times): both are about 2 s here on a loaded 2-core machine.
+HANG_SECONDS = 60
 
 
 def test_a_48_layer_model_with_hundreds_of_folds(transformer_48: Path, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -408,7 +411,7 @@ def test_a_48_layer_model_with_hundreds_of_folds(transformer_48: Path, browser, 
     size = page_path.stat().st_size
     assert size < MAX_PAGE_BYTES, f"{size} bytes"
     with browser.open(page_path) as page:
-        assert page.load_seconds < 30
+        assert page.load_seconds < HANG_SECONDS
         assert len(page.visible_texts(VISIBLE_ROWS)) == len(gathers(report)) == 2 * len(folds)
         assert page.evaluate("document.querySelectorAll('.card').length") == len(folds)
         assert page.visible_texts(".card") == []  # 500 cards start collapsed
@@ -417,5 +420,5 @@ def test_a_48_layer_model_with_hundreds_of_folds(transformer_48: Path, browser, 
         page.type(folds[0].removed)
         assert page.visible_texts(VISIBLE_ROWS)[0] == folds[0].removed
         assert any(t.startswith(f"{folds[0].removed} folded into {folds[0].kept}") for t in page.visible_texts(".card"))
-        assert time.monotonic() - started < 20
+        assert time.monotonic() - started < HANG_SECONDS
         page.screenshot(tmp_path / "transformer.png", full=False)

@@ -417,6 +417,4 @@ def _price_cell(fold: FoldRecord | None) -> str:
         return "<td></td>"
     rise = fold.memory["peak_bytes_after"] - fold.memory["peak_bytes_before"]
     text = f"+{human_bytes(rise)}" if rise > 0 else "\u00b10"
-    live = fold.memory["live_range_extension"]
-    return (f'<td class="num" data-v="{rise}" title="the kept gather now lives {live} instructions longer">'
-            f'{escape(text)}</td>')
+    return f'<td class="num" data-v="{rise}">{escape(text)}</td>'

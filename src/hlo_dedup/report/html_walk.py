@@ -4,8 +4,8 @@ Both walks are drawn root first, left to right: the parameter (or where a walk s
 the get-tuple-element / tuple / opt-barrier / ... instructions the two walks share on the
 middle row, then each walk's own instructions on its own row — the kept gather's above,
 the removed (or refused) one's below — ending at the two gathers, joined by a "folded into"
-(or "refused") arrow. Inline SVG, styled by the page's classes, so it follows the colour
-scheme; every name is escaped.
+(or "refused") arrow. Inline SVG, styled by the page's classes (arrowheads included), so it
+follows the colour scheme; every name is escaped.
 """
 
 from __future__ import annotations
@@ -97,10 +97,10 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
         bx, by, _ = box(b)
         y1, y2 = ay + _H // 2, by + _H // 2
         if y1 == y2:
-            parts.append(f'<path d="M{ax + aw},{y1}H{bx - 1}" marker-end="url(#arrow)"/>')
+            parts.append(f'<path d="M{ax + aw},{y1}H{bx - 1}"/>')
         else:
             mid = (ax + aw + bx) // 2
-            parts.append(f'<path d="M{ax + aw},{y1}C{mid},{y1} {mid},{y2} {bx - 1},{y2}" marker-end="url(#arrow)"/>')
+            parts.append(f'<path d="M{ax + aw},{y1}C{mid},{y1} {mid},{y2} {bx - 1},{y2}"/>')
     for node in nodes:
         x, y, w = box(node)
         cls = f' class="{node.kind}"' if node.kind else ""
@@ -112,7 +112,7 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
     cx = xs[last] + widths[last] // 2
     top, bottom = _PAD + _H, _PAD + 2 * _ROW
     edge = "refuse" if refused else "fold"
-    parts.append(f'<path class="{edge}" d="M{cx},{bottom}V{top + 2}" marker-end="url(#arrow)"/>')
+    parts.append(f'<path class="{edge}" d="M{cx},{bottom}V{top + 2}"/>')
     label = "refused" if refused else "folded into"
     parts.append(f'<text class="edge {edge}" x="{cx + 6}" y="{_PAD + _ROW + _H // 2 + 4}">{label}</text>')
     parts.append("</svg>")
