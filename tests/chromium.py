@@ -31,8 +31,11 @@ TIMEOUT = 60.0
 
 
 def find_chromium() -> str | None:
-    """Debian's `chromium` (or HLO_DEDUP_CHROMIUM)."""
-    return os.environ.get("HLO_DEDUP_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    """The executable HLO_DEDUP_CHROMIUM names, else Debian's `chromium` on PATH."""
+    chosen = os.environ.get("HLO_DEDUP_CHROMIUM")
+    if chosen:
+        return shutil.which(chosen)
+    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class ProtocolError(RuntimeError):

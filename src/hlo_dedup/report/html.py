@@ -29,7 +29,6 @@ from .model import InputResult, ModuleRun, RunReport, module_totals, peak_change
 from .units import human_bytes, plural
 
 GATHER_FATES = ("kept", "folded", "refused", "unique", "not_traced", "not_candidate")
-KERNEL_FATES = ("first", "rewritten", "not_matched")
 #: On load, the first OPEN_COMPUTATIONS computations with folds, hazards or refusals are
 #: open (the rest of a long page starts collapsed), and their fold cards and "what changed"
 #: up to these counts.
