@@ -6,6 +6,8 @@
   for subprocesses too) and deselects the oracle tests: it proves the core needs neither.
 * Hypothesis draws few examples by default and many in CI (`CI=true`); `HYPOTHESIS_PROFILE`
   picks a profile explicitly (`dev`, `ci`).
+* A test that opens a page in headless Chromium requests the `browser` fixture, which marks
+  it `browser` (`-m "not browser"` leaves them out); without Chromium they skip, in CI they fail.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from support import xla_client as _xla_client
 #: Fixtures that hand a test XLA; any test that requests one (directly or through another
 #: fixture) is an oracle test.
 ORACLE_FIXTURES = frozenset({"xla_client"})
+#: Fixtures that hand a test a headless Chromium: requesting one marks a test `browser`.
+BROWSER_FIXTURES = frozenset({"browser"})
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=_HEALTH)
@@ -51,6 +55,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     oracle = [item for item in items if ORACLE_FIXTURES & set(getattr(item, "fixturenames", ()))]
     for item in oracle:
         item.add_marker(pytest.mark.oracle)
+    for item in items:
+        if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
     if config.getoption("--without-xla"):
         chosen = set(oracle)
         config.hook.pytest_deselected(items=[item for item in items if item in chosen])
@@ -85,3 +92,18 @@ def xla_dump(xla_client, tmp_path_factory) -> Path:  # type: ignore[no-untyped-d
 def xla_hlo(xla_client):  # type: ignore[no-untyped-def]
     """jaxlib's HLO bindings: parse and print with XLA's own C++."""
     return xla_client.hlo
+
+
+@pytest.fixture(scope="session")
+def browser():  # type: ignore[no-untyped-def]
+    """One headless Chromium for the session (Debian's `chromium`); never skipped in CI."""
+    from chromium import Browser, find_chromium
+
+    executable = find_chromium()
+    if executable is None:
+        if IN_CI:
+            pytest.fail("chromium is required in CI (apt-get install chromium; .ci/run does it)")
+        pytest.skip("chromium not installed: apt-get install chromium (or set HLO_DEDUP_CHROMIUM)")
+    started = Browser(executable)
+    yield started
+    started.close()

@@ -3,8 +3,8 @@
     hlo-dedup [INPUT|-] [-o OUTPUT] [--passes=p1,p2,...] [--list-passes]
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
-              [--dot=FILE.dot] [--strict] [--max-peak-increase=BYTES] [--spmd | --no-spmd]
-              [--verify] [--report-only]
+              [--dot=FILE.dot] [--html=FILE.html] [--strict] [--max-peak-increase=BYTES]
+              [--spmd | --no-spmd] [--verify] [--report-only]
     hlo-dedup INPUT... (--output-dir OUT | --report-only) [-j N] [--stage REGEX]
               [--module REGEX] [the options above]                       (batch mode)
     hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--json]
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import NoReturn, Sequence, TextIO
 
@@ -50,7 +51,8 @@ formats:
 --passes is given. --passes= (empty) runs no pass: a format conversion or round trip.
 
 A summary of each pass (folds, bytes removed, hazards) goes to stderr; --report also writes
-it as JSON (schema: hlo_dedup/report/schema.json) and --dot draws it. Outputs are written
+it as JSON (schema: hlo_dedup/report/schema.json), --dot draws it and --html writes it as one
+self-contained page (no network access; open it in any browser). Outputs are written
 atomically and only after every pass succeeded; -o may name the input.
 
 batch mode (several INPUTs, a directory or a glob pattern, --output-dir, --stage or
@@ -125,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also write the run report as JSON (- : standard output, with -o FILE)")
     parser.add_argument("--dot", metavar="FILE.dot",
                         help="also draw the folds and hazards as a Graphviz graph (render: dot -Tsvg FILE.dot)")
+    parser.add_argument("--html", metavar="FILE.html",
+                        help="also write the report as one self-contained HTML page: overview, every "
+                             "all-gather, each fold's walk, hazards, what changed (searchable, sortable)")
     parser.add_argument("--strict", action="store_true",
                         help="refuse hazardous all-gather folds (and report them as refused)")
     parser.add_argument("--max-peak-increase", type=_byte_count, metavar="BYTES",
@@ -168,8 +173,8 @@ def _pass_list(raw: str | None, emit_proto: bool) -> tuple[str, ...]:
     return names
 
 
-def options_from_args(args: argparse.Namespace) -> RunOptions:
-    """The typed options of a parsed command line."""
+def options_from_args(args: argparse.Namespace, command_line: str = "") -> RunOptions:
+    """The typed options of a parsed command line (`command_line`: as typed, for --html)."""
     return RunOptions(
         passes=_pass_list(args.passes, args.emit_proto),
         input_format=args.format,
@@ -184,6 +189,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         report=args.report,
         dot=args.dot,
         report_only=args.report_only,
+        html=args.html,
+        command_line=command_line,
     )
 
 
@@ -206,6 +213,8 @@ def _check_batch(args: argparse.Namespace) -> None:
         raise UsageError("--output-dir needs at least one INPUT (file, directory or glob pattern)")
     if STDIO in args.input:
         raise UsageError("standard input (-) cannot be a batch-mode input")
+    if args.html == STDIO and args.report == STDIO:
+        raise UsageError("--html - and --report - would both write to standard output")
 
 
 def _check_single(input: str, output: str | None, options: RunOptions, stdin, stdout) -> None:  # noqa: ANN001
@@ -213,6 +222,8 @@ def _check_single(input: str, output: str | None, options: RunOptions, stdin, st
         raise UsageError("refusing to write a binary proto to a terminal; use -o FILE")
     if options.report == STDIO and output == STDIO:
         raise UsageError("--report - writes the JSON to standard output, which holds the module: add -o FILE")
+    if options.html == STDIO and STDIO in (output, options.report):
+        raise UsageError("--html - writes the page to standard output, which holds another output: add -o FILE")
     if input == STDIO and _isatty(stdin):
         raise UsageError("no input: give a file, or - with standard input redirected")
 
@@ -239,6 +250,7 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
         except SystemExit as exc:  # --help / --version
             return int(exc.code or 0)
         verbose = args.v >= 1
+        command_line = shlex.join([PROG, *arguments])
         if args.list_passes:
             stdout.write(",".join(pass_names()) + "\n")
             stdout.flush()
@@ -247,9 +259,9 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
             _check_batch(args)
             from .batch import run_batch
 
-            return run_batch(args.input, args.output_dir, options_from_args(args), jobs=args.jobs,
+            return run_batch(args.input, args.output_dir, options_from_args(args, command_line), jobs=args.jobs,
                              stdout=stdout, stderr=stderr, stage=args.stage, module=args.module)
-        options = options_from_args(args)
+        options = options_from_args(args, command_line)
         input = args.input[0] if args.input else STDIO
         if args.report_only and args.output is not None:
             raise UsageError("--report-only writes no module output: drop -o")

@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterator, TextIO
 
 from .io.formats import (
@@ -41,6 +42,7 @@ from .report import (
     ModuleRun,
     RunReport,
     render_dot,
+    render_html,
     render_json,
     render_summary,
 )
@@ -57,9 +59,10 @@ class UsageError(Exception):
 class RunOptions:
     """Everything a run is asked to do, typed; the same for every input of a batch run.
 
-    `output_format` None: from each output's name. `report` and `dot` name the run's aggregate
-    outputs (`-`: standard output for the report); they cover every module of the run.
+    `output_format` None: from each output's name. `report`, `dot` and `html` name the run's
+    aggregate outputs (`-`: standard output); they cover every module of the run.
     `report_only`: run everything but write no module output (the aggregate outputs still are).
+    `command_line` is the command as typed, for the page to say what produced it.
     """
 
     passes: tuple[str, ...] = DEFAULT_PIPELINE
@@ -75,6 +78,8 @@ class RunOptions:
     report: str | None = None
     dot: str | None = None
     report_only: bool = False
+    html: str | None = None
+    command_line: str = ""
 
     @property
     def verbose(self) -> bool:
@@ -84,7 +89,8 @@ class RunOptions:
 
 def report_outputs(options: RunOptions) -> Iterator[tuple[str, Callable[[RunReport], str]]]:
     """(path, renderer) of each aggregate output asked for, in the order they are written."""
-    for path, render in ((options.dot, render_dot), (options.report, render_json)):
+    for path, render in ((options.dot, render_dot), (options.report, render_json),
+                         (options.html, partial(render_html, command_line=options.command_line))):
         if path:
             yield path, render
 

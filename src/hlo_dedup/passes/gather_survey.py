@@ -40,6 +40,7 @@ class _Entry:
     path: tuple[int, ...] = ()
     raw: HloInstruction | None = None
     folded_into: str | None = None
+    refused_onto: str | None = None
     walk: tuple[tuple[str, str], ...] = ()
     comp_name: str = ""
     name: str = ""
@@ -81,6 +82,7 @@ class GatherSurvey:
     def refused(self, inst: HloInstruction, kept: HloInstruction, reasons: tuple[str, ...]) -> None:
         entry = self._entries[inst]
         entry.fate = "refused"
+        entry.refused_onto = kept.name
         entry.reason = f"not folded onto {kept.name}: " + "; ".join(reasons)
 
     # -------------------------------------------------------------- results
@@ -104,7 +106,7 @@ class GatherSurvey:
     def records(self) -> list[InstructionFate]:
         return [InstructionFate(e.comp_name, e.name, e.opcode, e.fate, e.folded_into, e.reason,
                                 (e.stop.opcode, e.stop.name) if e.stop is not None else None,
-                                e.key_json, e.bytes_output, e.op_name, e.source, e.walk)
+                                e.key_json, e.bytes_output, e.op_name, e.source, e.walk, e.refused_onto)
                 for e in self._entries.values()]
 
     def near_misses(self) -> list[NearMiss]:

@@ -56,6 +56,7 @@ class InstructionFate:
     duplicate), `not_candidate` (e.g. `all-gather-start`). Of the preprocess-kernel pass:
     `first`, `rewritten` (onto a clone of `folded_into`), `not_matched` (`reason`).
     `key` is the traced key; `op_name` and `source` (file:line) come from the metadata.
+    `refused_onto` names the gather a refused fold would have kept (what `reason` names).
     """
 
     computation: str
@@ -70,6 +71,7 @@ class InstructionFate:
     op_name: str | None = None
     source: str | None = None
     walk: tuple[tuple[str, str], ...] = ()  # (opcode, name) from operand(0) up to where the walk ended
+    refused_onto: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 `model` holds the plain data a run produces (per module, per input, the whole run); each
 aggregate output is one renderer from a `RunReport` to text: `json` (`--report`), `dot`
-(`--dot`) and `summary` (stderr).
+(`--dot`), `html` (`--html`) and `summary` (stderr).
 """
 
 from .dot import render_dot
+from .html import render_html
 from .json import SCHEMA_VERSION, load_schema, render_json, report_json
 from .model import (
     EXIT_INPUT_ERROR,
@@ -37,6 +38,7 @@ __all__ = [
     "load_schema",
     "module_totals",
     "render_dot",
+    "render_html",
     "render_json",
     "render_summary",
     "report_json",
