@@ -24,7 +24,7 @@ from . import __version__
 from .io.formats import INPUT_FORMATS, INPUT_SUFFIXES, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
 from .report import EXIT_INPUT_ERROR, EXIT_INTERRUPTED, EXIT_OK
-from .run import PROG, RunOptions, UsageError, describe_failure, run_file, write_line
+from .run import PROG, RunOptions, UsageError, describe_failure, run_file, signals_interrupt, write_line
 
 DESCRIPTION = """\
 Run the Neuron compiler's dedup passes on an XLA HLO module, like XLA's hlo-opt.
@@ -185,8 +185,13 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments and arguments[0] == "verify":
-        return verify_main(arguments[1:], stdout=stdout, stderr=stderr)
+    with signals_interrupt():
+        if arguments and arguments[0] == "verify":
+            return verify_main(arguments[1:], stdout=stdout, stderr=stderr)
+        return _main(arguments, stdin, stdout, stderr)
+
+
+def _main(arguments: list[str], stdin, stdout, stderr) -> int:  # noqa: ANN001
     verbose = False
     try:
         try:
