@@ -264,6 +264,7 @@ def read_stream(stream: BinaryIO, name: str) -> bytes:
             return b"".join(chunks)
         total += len(chunk)
         if total > STREAM_LIMIT:
-            raise _error(errno.EFBIG, f"more than {STREAM_LIMIT >> 30} GiB from a pipe or FIFO, the most "
-                         "read from one (give a regular file)", name)
+            limit = f"{STREAM_LIMIT >> 30} GiB" if STREAM_LIMIT % (1 << 30) == 0 else f"{STREAM_LIMIT} bytes"
+            raise _error(errno.EFBIG, f"more than {limit} from a pipe or FIFO, the most read from one "
+                         "(give a regular file)", name)
         chunks.append(chunk)
