@@ -260,7 +260,7 @@ def run_batch(arguments: Sequence[str], output_dir: str, options: RunOptions, *,
         with progress:
             progress.phase(f"{plural(len(tasks), 'file')}, {plural(workers, 'worker')}", total=len(tasks))
             if tasks:
-                _run_pool(tasks, options, workers, results, progress)
+                run_pool(tasks, options, workers, results, progress)
     finally:
         _remove_empty(created)
     wall = time.perf_counter() - t0
@@ -297,7 +297,7 @@ def run_batch(arguments: Sequence[str], output_dir: str, options: RunOptions, *,
     return EXIT_OK
 
 
-def _run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
+def run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
               results: list[InputResult | None], progress, worker=None) -> None:  # noqa: ANN001
     """Run every task in a pool of `workers` processes, each result into `results`.
 
