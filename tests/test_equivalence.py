@@ -27,8 +27,6 @@ DATA = Path(__file__).resolve().parent / "data"
 JAX_DATA = DATA / "jax"
 HAZARDS = DATA / "hazards"
 HAZARD_FILES = sorted(HAZARDS.glob("*.hlo"))
-# XLA:CPU's post-optimization text does not recompile through hlo_to_stablehlo (see test_oracle).
-NOT_RUNNABLE = {"gspmd_post_opt.hlo": "Fusion must have backend config"}
 JAX_MODULES = [p.name for p in sorted(JAX_DATA.glob("*.hlo"))]
 
 
@@ -58,11 +56,7 @@ def jax_reports() -> dict[str, tuple[EquivalenceReport, int]]:
 
 @pytest.mark.parametrize("name", JAX_MODULES)
 def test_default_passes_preserve_jax_modules(name: str, jax_reports: dict) -> None:
-    report, _ = jax_reports[name]
-    if name in NOT_RUNNABLE:
-        assert (report.status, report.exit_code, report.failed) == ("error", 2, "before")
-        assert NOT_RUNNABLE[name] in report.message
-        return
+    report, _ = jax_reports[name]  # post-optimization text too (gspmd_post_opt: see cpu_runnable_text)
     assert report.status == "equal", report.message
     assert report.exit_code == 0 and report.num_outputs >= 1
 

@@ -23,8 +23,9 @@ from typing import NoReturn, Sequence, TextIO
 from . import __version__
 from .io.formats import INPUT_FORMATS, INPUT_SUFFIXES, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
-from .report import EXIT_INPUT_ERROR, EXIT_INTERRUPTED, EXIT_OK
-from .run import PROG, RunOptions, UsageError, describe_failure, run_file, signals_interrupt, write_line
+from .passes.registry import unknown_pass_message
+from .report import EXIT_INPUT_ERROR, EXIT_OK
+from .run import PROG, RunOptions, UsageError, describe_failure, one_line, run_file, signals_interrupt, write_line
 
 DESCRIPTION = """\
 Run the Neuron compiler's dedup passes on an XLA HLO module, like XLA's hlo-opt.
@@ -131,7 +132,7 @@ def _pass_list(raw: str | None, emit_proto: bool) -> tuple[str, ...]:
     known = set(pass_names())
     for name in names:
         if name not in known:
-            raise UsageError(f"Pass {name} not found. Known passes: {','.join(pass_names())}")
+            raise UsageError(unknown_pass_message(name))
     return names
 
 
@@ -293,17 +294,18 @@ def verify_main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: Te
             except Exception as exc:  # OSError, FormatError, XlaError ...  # noqa: BLE001
                 detail = getattr(exc, "format", None)
                 message = detail() if callable(detail) and not isinstance(exc, OSError) else str(exc)
-                print(f"{prog}: error: cannot read {path}: {message}", file=err)
+                print(f"{prog}: error: cannot read {path}: {one_line(message)}", file=err)
                 return EXIT_INPUT_ERROR
         from .equivalence import check_equivalence
 
         report = check_equivalence(texts[0], texts[1], seed=args.seed, runs=args.runs, spmd=args.spmd,
                                    timeout=args.timeout)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=err)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (Terminated)
+        status, line = describe_failure(exc, prog, False, err)
+        print(line, file=err)
+        return status
     except Exception as exc:  # noqa: BLE001 - a bug of ours: still one line, never a traceback
-        print(f"{prog}: internal error: {type(exc).__name__}: {exc}", file=err)
+        print(f"{prog}: internal error: {type(exc).__name__}: {one_line(str(exc))}", file=err)
         return EXIT_INPUT_ERROR
     stream = out if report.status != "error" else err
     if args.json:

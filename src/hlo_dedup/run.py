@@ -274,7 +274,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
             try:
                 pipeline.run(module, after_pass=after_pass)
             except Exception as exc:  # noqa: BLE001 - a pass failing in any way is exit 1
-                detail = _one_line(exc)
+                detail = one_line(exc)
                 if not isinstance(exc, (PassError, HloIrError)):
                     detail = f"internal error: {type(exc).__name__}: {detail}"
                     if options.v >= 1:
@@ -297,7 +297,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
 
     # The display is gone before anything is written (stdout may be the same terminal).
     if options.verify:
-        failure = _verify(befores, modules, name, log)
+        failure = _verify(befores, modules, result.modules, name, log)
         if failure is not None:
             result.exit_status, result.error = failure
             return
@@ -307,20 +307,26 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
     result.timings["print"] = rendered + time.perf_counter() - t0
 
 
-def _verify(befores: list[str], modules: list, name: str, log: TextIO) -> tuple[int, str] | None:  # noqa: ANN001
-    """`--verify`: the rewrite must compute bitwise what the input computed. The exit status
-    is `hlo-dedup verify`'s: 1 the results differ, 2 XLA:CPU could not run a module."""
+def _verify(befores: list[str], modules: list, runs: list[ModuleRun], name: str,  # noqa: ANN001
+            log: TextIO) -> tuple[int, str] | None:
+    """`--verify`: the rewrite must compute bitwise what the input computed; each verdict is
+    kept in its ModuleRun (the report's `verify`). The exit status is `hlo-dedup verify`'s:
+    1 the results differ, 2 XLA:CPU could not run a module."""
     from .equivalence import check_equivalence
 
-    for before, module in zip(befores, modules):
+    for before, module, run in zip(befores, modules, runs):
         label = f"verify {module.name}"
         try:
             report = check_equivalence(before, module.to_text())
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run is exit 2, as for `verify`
+            print(f"{label}: error: internal error: {type(exc).__name__}: {one_line(exc)}", file=log)
+            status = EXIT_INPUT_ERROR
+        else:
             print(f"{label}: {report.summary()}", file=log)
             status = report.exit_code
-        except Exception as exc:  # noqa: BLE001 - a check that cannot run is exit 2, as for `verify`
-            print(f"{label}: error: internal error: {type(exc).__name__}: {exc}", file=log)
-            status = EXIT_INPUT_ERROR
+            run.verify = {"status": report.status, "summary": report.summary(), "exit_code": report.exit_code,
+                          "seed": report.seed, "runs": report.runs, "num_outputs": report.num_outputs,
+                          "num_replicas": report.num_replicas, "num_partitions": report.num_partitions}
         if status == EXIT_PASS_FAILED:
             return status, (f"{name}: error: --verify: module {module.name} computes different results "
                             "after the passes; nothing written")
@@ -380,7 +386,7 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
     if isinstance(exc, (HloParseError, FormatError)):
         return EXIT_INPUT_ERROR, exc.format()
     if isinstance(exc, HloIrError):  # a structurally invalid module found while reading it
-        return EXIT_INPUT_ERROR, f"{name}: error: {_one_line(exc)}"
+        return EXIT_INPUT_ERROR, f"{name}: error: {one_line(exc)}"
     if isinstance(exc, BrokenPipeError):
         # The reader went away (`hlo-dedup x.hlo | head`): stop quietly.
         try:
@@ -393,7 +399,7 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
         where = getattr(exc, "filename", None) or PROG
         return EXIT_INPUT_ERROR, f"{where}: error: {exc.strerror or exc}"
     if isinstance(exc, ValueError):  # any other malformed input found while reading it
-        return EXIT_INPUT_ERROR, f"{name}: error: {_one_line(exc)}"
+        return EXIT_INPUT_ERROR, f"{name}: error: {one_line(exc)}"
     if isinstance(exc, Terminated):
         return 128 + exc.signum, f"{PROG}: terminated by {signal.Signals(exc.signum).name}"
     if isinstance(exc, KeyboardInterrupt):
@@ -402,7 +408,7 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
         import traceback
 
         traceback.print_exception(exc, file=log)
-    return EXIT_PASS_FAILED, (f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
+    return EXIT_PASS_FAILED, (f"{PROG}: internal error: {type(exc).__name__}: {one_line(exc)} "
                               "(run with --v=1 for the traceback)")
 
 
@@ -411,7 +417,8 @@ def write_line(stream: TextIO, line: str) -> None:
     stream.flush()
 
 
-def _one_line(text: object) -> str:
+def one_line(text: object) -> str:
+    """`text` on one line: its non-blank lines joined by spaces."""
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 

@@ -9,6 +9,7 @@
       "strict": false, "spmd": true,
       "modules": [{
         "name": "jit_f", "input": "model.hlo", "index": 0, "changed": true, "seconds": 0.001,
+        "verify": {"status": "equal", "summary", ...},        # with --verify only
         "passes": [{
           "name": "...", "changed": true, "seconds": 0.0008,
           "folds": [{"computation", "kept", "removed", "key": {...}, "bytes_output",
@@ -112,7 +113,7 @@ def _input_json(r: InputResult) -> dict[str, Any]:
 
 
 def _module_json(m: ModuleRun) -> dict[str, Any]:
-    return {
+    data = {
         "name": m.name,
         "input": m.input,
         "index": m.index,
@@ -120,6 +121,9 @@ def _module_json(m: ModuleRun) -> dict[str, Any]:
         "seconds": round(m.seconds, 6),
         "passes": [_pass_json(p) for p in m.passes],
     }
+    if m.verify is not None:
+        data["verify"] = dict(m.verify)
+    return data
 
 
 def _pass_json(p: PassResult) -> dict[str, Any]:
