@@ -93,6 +93,17 @@ def test_a_gpu_module_says_why_it_cannot_run(tmp_path: Path, capsys: pytest.Capt
             "implementation for it") in err
 
 
+def test_a_layout_bitcast_says_why_it_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pieces = _corpus("xla_service_gpu_tests_dynamic_update_slice_inplace.hlo").read_text().split("// -----")
+    path = tmp_path / "bitcast.hlo"
+    path.write_text(next(p for p in pieces if "bitcasted_dus0 = bf16[11,10,12] bitcast(dus0)" in p))
+    assert verify_main([str(path), str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert ("error: XLA:CPU could not compile/run BEFORE: a bitcast whose meaning depends on the layouts another "
+            "backend assigned (post-optimization text)") in err
+
+
 # --- the child: crashes, tracebacks, exit statuses ----------------------------------------------
 
 

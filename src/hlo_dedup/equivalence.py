@@ -49,6 +49,7 @@ Status = Literal["equal", "different", "error"]
 _EXIT_CODES = {"equal": 0, "different": 1, "error": 2}
 _CUSTOM_CALL = re.compile(r"custom call to (\S+?)(?: for |\s*$)")
 _NEURON_TARGET = re.compile(r"^(?:AwsNeuron|Neuron|__neuron|neuron)", re.IGNORECASE)
+_LAYOUT_BITCAST = "Unexpected bitcast operation seen during layout assignment"
 _SCHEDULED = re.compile(r",\s*is_scheduled=true\b")
 #: Attributes only a fusion has; the call that replaces it has none of them.
 _FUSION_ONLY = ("kind", "calls", "backend_config", "output_to_operand_aliasing")
@@ -144,6 +145,10 @@ def _clarify(message: str) -> str:
                if _NEURON_TARGET.match(target) else "")
         return (f"unsupported custom call {target!r}{why}: XLA:CPU has no implementation for it, so "
                 f"this module cannot be run on the CPU oracle [XLA: {message}]")
+    if _LAYOUT_BITCAST in message:
+        return ("a bitcast whose meaning depends on the layouts another backend assigned "
+                "(post-optimization text): XLA:CPU assigns layouts anew, so this module cannot be run on the "
+                f"CPU oracle [XLA: {message}]")
     return message
 
 

@@ -70,6 +70,21 @@ def test_a_deep_shape_segfault_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "deep.pb").exists()
 
 
+def test_batch_mode_writes_every_good_proto_when_xla_crashes_on_one(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "r.hlo").write_text(RESHAPE_6_TO_5)
+    for name in ("fsdp_shard_map.hlo", "cond.hlo", "sort.hlo"):
+        (src / name).write_bytes((DATA / name).read_bytes())
+    proc = run(src, "--output-dir", tmp_path / "out", "--output-format", "pb", "-j", "2")
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert f"{tmp_path / 'out' / 'r.hlo'}: error: XLA could not parse the module to write it as a proto: XLA crashed " \
+        "(SIGABRT): Check failed: " in err
+    assert "files: 3 ok, 1 failed (of 4)" in err and "worker process died" not in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cond.hlo", "fsdp_shard_map.hlo", "sort.hlo"]
+
+
 def test_xla_is_usable_again_after_a_crash() -> None:
     from hlo_dedup.xla import isolated
 
