@@ -46,8 +46,10 @@ formats:
 --passes is given. --passes= (empty) runs no pass: a format conversion or round trip.
 
 A summary of each pass (folds, bytes removed, hazards) goes to stderr; --report also writes
-it as JSON (schema: hlo_dedup/report/schema.json) and --dot draws it. Outputs are written
-atomically and only after every pass succeeded; -o may name the input.
+it as JSON (schema: hlo_dedup/report/schema.json) and --dot draws it (a .svg/.png/.pdf name
+is drawn by Graphviz; - is standard output). Outputs are written only after every pass
+succeeded, through symlinks and devices, keeping mode and owner; -o may name the input, no
+two outputs may name the same file and --report/--dot may not name an input.
 
 batch mode (several INPUTs, or --output-dir): each INPUT is a file, a directory (every
 {suffixes} beneath it, recursively, sorted; hidden entries skipped) or a glob pattern
@@ -102,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", metavar="FILE.json",
                         help="also write the run report as JSON (- : standard output, with -o FILE)")
     parser.add_argument("--dot", metavar="FILE.dot",
-                        help="also draw the folds and hazards as a Graphviz graph (render: dot -Tsvg FILE.dot)")
+                        help="also draw the folds and hazards as a Graphviz graph: DOT text (- : standard "
+                             "output), or a picture for FILE.svg, .png or .pdf (needs Graphviz's dot)")
     parser.add_argument("--strict", action="store_true",
                         help="refuse hazardous all-gather folds (and report them as refused)")
     parser.add_argument("--spmd", action=argparse.BooleanOptionalAction, default=True,
