@@ -13,8 +13,8 @@ is the file's path relative to its directory INPUT or to the glob's fixed leadin
 with `-o` (`.pb` → pb, `.pbtxt` → pbtxt, else HLO text) unless --output-format/--emit-proto
 says otherwise.
 
-A failing file does not stop the others. Its one-line error (the single-file message) is
-listed at the end; the exit status is 2 if any file could not be read, parsed or written,
+A failing file does not stop the others, not even one whose worker process dies (see
+`run_pool`). Its one-line error (the single-file message) is listed at the end; the exit status is 2 if any file could not be read, parsed or written,
 else 1 if a pass failed on any, else 0. The workers' results are gathered into one
 `RunReport`, from which `--report` (one JSON document: the single-file fields over all modules,
 plus `batch` and one `inputs` entry per file, see report/schema.json), `--dot` (one picture of
@@ -22,7 +22,9 @@ every module written) and the summary are rendered as in single-file mode.
 
 Workers are started with the 'spawn' method (no fork of a parent that may hold threads), so
 the worker function is top-level and its arguments and results plain data; nothing here
-imports jax.
+imports jax. Ctrl-C is the main process's to handle: it ends the workers, whose writes leave
+no temporary file (`hlo_dedup.io.files`). Before anything is written, `run.check_outputs`
+refuses --report/--dot naming an input or an output, and an output naming another file's input.
 """
 
 from __future__ import annotations

@@ -98,6 +98,23 @@ def test_a_fifo_is_written_through(tmp_path: Path) -> None:
     assert received == [expected_output(tmp_path)]
 
 
+def test_a_fifo_nobody_reads_is_an_error_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from hlo_dedup.cli import main
+    from hlo_dedup.io import files
+
+    monkeypatch.setattr(files, "FIFO_WAIT_SECONDS", 0.5)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    err = io.StringIO()
+    started = time.monotonic()
+    status = main([str(FSDP), "-o", str(fifo)], stdin=io.BytesIO(), stdout=io.StringIO(), stderr=err)
+    assert time.monotonic() - started < 60
+    assert status == 2 and err.getvalue() == f"{fifo}: error: no process read this FIFO within 0.5 s\n"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
 def test_a_symlink_writes_its_target_and_stays_a_link(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
     target = tmp_path / "real" / "model.hlo"

@@ -10,7 +10,8 @@ that keeps what the user has there (`write_file`):
   the new file, or in a directory we may not write: rewritten in place (same inode, mode,
   owner and links; not atomic);
 * a character or block device or a FIFO (`/dev/null`, `/dev/stdout`, a named pipe): opened
-  and written, never replaced;
+  and written, never replaced (a FIFO that no process reads within `FIFO_WAIT_SECONDS` is
+  an error rather than a hang);
 * a directory, a socket, or a read-only file: an error; nothing is written.
 
 While a temporary file exists, SIGINT, SIGTERM and SIGHUP are held back (and delivered right
@@ -31,12 +32,14 @@ import select
 import signal
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 #: The most bytes read from a pipe, a FIFO or standard input (their size is not known ahead).
 STREAM_LIMIT = 2 << 30
-#: How long a named FIFO given as the input may stay without data before it is an error.
+#: How long a named FIFO may stay without a writer (an input) or a reader (an output)
+#: before it is an error.
 FIFO_WAIT_SECONDS = 10.0
 _CHUNK = 1 << 20
 _HELD_SIGNALS = frozenset(
@@ -146,10 +149,33 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def _open_fifo_for_writing(plan: OutputTarget, flags: int) -> int:
+    """Open a FIFO once a process reads it, waiting at most FIFO_WAIT_SECONDS (a FIFO
+    without a reader would block the open for ever)."""
+    deadline = time.monotonic() + FIFO_WAIT_SECONDS
+    while True:
+        try:
+            fd = os.open(plan.target, flags | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+            if time.monotonic() >= deadline:
+                raise _error(errno.ETIMEDOUT, f"no process read this FIFO within {FIFO_WAIT_SECONDS:g} s",
+                             plan.path) from None
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)  # a slow reader is fine once there is one
+        return fd
+
+
 def _write_through(plan: OutputTarget, data: bytes) -> None:
     flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
-    if plan.how == "stream":  # a FIFO blocks here until a reader opens it: what the user asked
-        fd = os.open(plan.target, flags)
+    if plan.how == "stream":  # devices and FIFOs: written through, never replaced
+        existing = plan.existing
+        if existing is not None and stat.S_ISFIFO(existing.st_mode):
+            fd = _open_fifo_for_writing(plan, flags)
+        else:
+            fd = os.open(plan.target, flags)
         try:
             _write_all(fd, data)
         finally:
