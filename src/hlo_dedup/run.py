@@ -161,8 +161,9 @@ def check_outputs(options: RunOptions, runs: Sequence[tuple[str, str]], *, check
         raise UsageError(f"{to_stdout[0]} - and {to_stdout[1]} - would both write to standard output: "
                          "give one of them a file")
     for flag, path in aggregates:
-        if path != STDIO and image_format_for(path) and graphviz_missing(path):
-            raise UsageError(graphviz_missing(path))
+        missing = graphviz_missing(path) if path != STDIO and image_format_for(path) else None
+        if missing:
+            raise UsageError(missing)
     checked = [path for _, path in aggregates] + ([out for _, out in runs] if check_module_outputs else [])
     for path in checked:
         if path != STDIO:
