@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -138,20 +139,22 @@ class _Server:
 
 
 _server: _Server | None = None
+_lock = threading.Lock()  # one request at a time on the child's pipes
 
 
 def _call(operation: str, *arguments: Any) -> Any:
     """Run `operation` in the child: its value, or XlaError / XlaUnavailableError."""
     global _server
-    if _server is None or _server.process.poll() is not None:
-        _server = _Server()
-    server = _server
-    try:
-        status, value = server.call(operation, arguments)
-    except BaseException:  # a crash, or an interrupt mid-message: this child is done
-        _server = None
-        server.close()
-        raise
+    with _lock:
+        if _server is None or _server.process.poll() is not None:
+            _server = _Server()
+        server = _server
+        try:
+            status, value = server.call(operation, arguments)
+        except BaseException:  # a crash, or an interrupt mid-message: this child is done
+            _server = None
+            server.close()
+            raise
     if status == "ok":
         return value
     if status == "unavailable":
@@ -162,9 +165,10 @@ def _call(operation: str, *arguments: Any) -> Any:
 def shutdown() -> None:
     """End this process's XLA child, if one runs (the next call starts a new one)."""
     global _server
-    if _server is not None:
-        _server.close()
-        _server = None
+    with _lock:
+        if _server is not None:
+            _server.close()
+            _server = None
 
 
 atexit.register(shutdown)
