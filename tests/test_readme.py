@@ -95,3 +95,24 @@ def test_the_dump_transcript_is_what_the_command_prints(xla_dump, tmp_path) -> N
     shown = json.loads(re.search(r"```json\n(.*?)\n```", README, re.S).group(1))
     assert shown in json.loads((xla_dump.parent / "report.json").read_text())["batch"]["skipped"]
     (xla_dump.parent / "report.json").unlink()
+
+
+
+def test_readme_describes_the_example_folds_as_the_passes_make_them() -> None:
+    """Both folds of the bundled example gather the tied weight; the README names them."""
+    import hlo_dedup
+
+    module = hlo_dedup.load(REPO / "examples" / "fsdp_remat_grad.hlo")
+    result = hlo_dedup.run_passes(module)
+    folds = [f"{f.kept} ← {f.removed}" for f in result.folds]
+    assert folds == ["all_gather.4 ← all_gather.6", "all_gather.13 ← all_gather.15"]
+    for fold in folds:
+        assert f"(`{fold}`" in README
+    assert "Both of its folds come\nfrom that tie" in README and "Remat alone makes no duplicate" in README
+
+
+def test_readme_states_the_q_kv_order_and_what_first_means() -> None:
+    text = " ".join(README.split())
+    assert "the q reshape with operand n-2" in text and "the kv reshape with operand n-1" in text
+    assert "the order only decides which RET_CHECK" not in text
+    assert "*First* is in the computation's instruction order" in text

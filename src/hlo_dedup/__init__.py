@@ -90,7 +90,8 @@ def run_passes(
 
 
 def save(module: HloModule, path: str | os.PathLike[str], *, format: str | None = None) -> None:
-    """Write `module` atomically, as HLO text or (`.pb` / format="pb") an HloModuleProto."""
+    """Write `module` as HLO text or (`.pb` / format="pb") an HloModuleProto, the way the command
+    writes `-o` (see `hlo_dedup.io.files`: through symlinks and devices, mode and owner kept)."""
     from .io.formats import write_module
 
     write_module(module, Path(path), format=format)

@@ -17,16 +17,19 @@ binary `graph.hlo` stays a binary proto; `.gz` stays compressed) unless --output
 --emit-proto says otherwise. With --report-only nothing is written but the report and the
 picture.
 
-A failing file does not stop the others. Its one-line error (the single-file message) is
-listed at the end; the exit status is 2 if any file could not be read, parsed or written,
-else 1 if a pass failed on any, else 0. Skipped files are not failures. The workers' results are gathered into one
+A failing file does not stop the others, not even one whose worker process dies (see
+`run_pool`). Its one-line error (the single-file message) is listed at the end; the exit
+status is 2 if any file could not be read, parsed or written, else 1 if a pass failed on any,
+else 0. Skipped files are not failures. The workers' results are gathered into one
 `RunReport`, from which `--report` (one JSON document: the single-file fields over all modules,
 plus `batch` and one `inputs` entry per file, see report/schema.json), `--dot` (one picture of
 every module written) and the summary are rendered as in single-file mode.
 
 Workers are started with the 'spawn' method (no fork of a parent that may hold threads), so
 the worker function is top-level and its arguments and results plain data; nothing here
-imports jax.
+imports jax. Ctrl-C is the main process's to handle: it ends the workers, whose writes leave
+no temporary file (`hlo_dedup.io.files`). Before anything is written, `run.check_outputs`
+refuses --report/--dot naming an input or an output, and an output naming another file's input.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ import io
 import multiprocessing
 import os
 import re
+import signal
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Sequence, TextIO
@@ -56,7 +60,7 @@ from .report import (
     render_summary,
 )
 from .report.units import plural
-from .run import RunOptions, UsageError, report_outputs, run_input, write_report_output
+from .run import RunOptions, UsageError, check_outputs, run_input, write_report_outputs
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,7 @@ def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOpti
         raise UsageError(str(exc)) from None
     t0 = time.perf_counter()
     tasks, problems, skipped = plan(arguments, output_dir, stage=stage, module=module)
+    check_outputs(options, [(t.input, t.output) for t in tasks], check_module_outputs=False)
     created = _make_dirs(tasks, output_dir) if output_dir is not None else []
     workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     results: list[InputResult | None] = [None] * len(tasks)
@@ -208,7 +213,7 @@ def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOpti
         with progress:
             progress.phase(f"{plural(len(tasks), 'file')}, {plural(workers, 'worker')}", total=len(tasks))
             if tasks:
-                _run_pool(tasks, options, workers, results, progress)
+                run_pool(tasks, options, workers, results, progress)
     finally:
         _remove_empty(created)
     wall = time.perf_counter() - t0
@@ -230,12 +235,7 @@ def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOpti
         report_only=options.report_only,
     )
 
-    errors: list[str] = []
-    for path, render in report_outputs(options):
-        try:
-            write_report_output(path, render(report), stdout)
-        except FormatError as exc:
-            errors.append(exc.format())
+    errors = write_report_outputs(report, options, stdout)
 
     if options.verbose:  # each skipped file, then each file's own log and full summary, in input order
         for s in skipped:
@@ -257,26 +257,83 @@ def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOpti
     return EXIT_OK
 
 
-def _run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
-              results: list[InputResult | None], progress) -> None:  # noqa: ANN001
+def run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
+              results: list[InputResult | None], progress, worker=None) -> None:  # noqa: ANN001
+    """Run every task in a pool of `workers` processes, each result into `results`.
+
+    A worker that dies (killed, out of memory, a crash in native code) breaks the whole
+    pool. The files not finished then are run again: those that were in flight each alone in
+    a pool of its own, so that a file whose worker dies again is the one reported, and those
+    not started yet in a new pool; every good file is still written. At most `workers` files
+    are handed out at a time, so the files in flight are known. `worker` is the function run
+    per task (default: `process_input`).
+    """
+    worker = worker or process_input
+    queue = sorted(tasks, key=lambda t: (-t.size, t.index))  # largest first: the pool drains evenly
+    while queue:
+        broken = _run_until_broken(queue, options, workers, results, progress, worker)
+        if broken is None:
+            return
+        for task in broken.in_flight:
+            again = _run_until_broken([task], options, 1, results, progress, worker)
+            if again is not None:
+                results[task.index] = _failed(task, EXIT_INPUT_ERROR, f"{task.input}: error: the worker "
+                                              f"process died ({again.cause()}); nothing written")
+                progress.advance(f"{os.path.basename(task.input)} failed")
+        queue = broken.waiting
+
+
+@dataclass
+class _Broken:
+    """How a pool ended when a worker died: the tasks in flight, those not handed out yet,
+    and the exit codes of the workers that had ended (negative: the signal)."""
+
+    in_flight: list[Task]
+    waiting: list[Task]
+    exit_codes: list[int]
+
+    def cause(self) -> str:
+        for code in self.exit_codes:
+            if code < 0:
+                try:
+                    name = signal.Signals(-code).name
+                except ValueError:
+                    name = f"signal {-code}"
+                return f"killed by {name}" + ("; out of memory?" if name == "SIGKILL" else "")
+            if code > 0:
+                return f"exit status {code}"
+        return "out of memory or killed"
+
+
+def _run_until_broken(queue: Sequence[Task], options: RunOptions, workers: int,
+                      results: list[InputResult | None], progress, worker) -> _Broken | None:  # noqa: ANN001
+    """Run `queue` in one pool until every task is done (None) or a worker dies."""
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init)
+    waiting = list(reversed(queue))
+    futures: dict = {}
     try:
-        # Largest first: the long files start early and the pool drains evenly.
-        order = sorted(tasks, key=lambda t: (-t.size, t.index))
-        futures = {pool.submit(process_input, task, options): task for task in order}
-        for future in as_completed(futures):
-            task = futures[future]
-            try:
-                result = future.result()
-            except BrokenProcessPool:
-                result = _failed(task, EXIT_PASS_FAILED, f"{task.input}: error: the worker process "
-                                 "died (out of memory or killed); nothing written")
-            except Exception as exc:  # noqa: BLE001 - e.g. a result that could not be sent back
-                result = _failed(task, EXIT_PASS_FAILED,
-                                 f"{task.input}: error: internal error: {type(exc).__name__}: {exc}")
-            results[task.index] = result
-            progress.advance(f"{os.path.basename(task.input)} done")
+        while waiting or futures:
+            while waiting and len(futures) < workers:
+                task = waiting.pop()
+                futures[pool.submit(worker, task, options)] = task
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in done:
+                task = futures.pop(future)
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    processes = _workers(pool)
+                    for process in processes:
+                        process.join(timeout=5)
+                    codes = [p.exitcode for p in processes if p.exitcode]
+                    return _Broken([task, *futures.values()], list(reversed(waiting)), codes)
+                except Exception as exc:  # noqa: BLE001 - e.g. a result that could not be sent back
+                    result = _failed(task, EXIT_PASS_FAILED,
+                                     f"{task.input}: error: internal error: {type(exc).__name__}: {exc}")
+                results[task.index] = result
+                progress.advance(f"{os.path.basename(task.input)} done")
+        return None
     except KeyboardInterrupt:
         _stop_now(pool)
         raise
@@ -284,14 +341,24 @@ def _run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _worker_init() -> None:
+    """Ctrl-C reaches every process of the terminal's group: the workers leave it to the
+    main process, which stops them (an interrupted write leaves nothing: see io.files)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _workers(pool: ProcessPoolExecutor) -> list:
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
 def _stop_now(pool: ProcessPoolExecutor) -> None:
-    """Ctrl-C: drop the queued files and end the workers now (outputs are atomic, so a file
-    is either written whole or not at all)."""
+    """Ctrl-C: drop the queued files and end the workers now (a file is either written
+    whole or not at all)."""
     terminate = getattr(pool, "terminate_workers", None)  # Python 3.14+
     if terminate is not None:
         terminate()
         return
-    processes = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    processes = _workers(pool)  # shutdown() forgets them
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         try:

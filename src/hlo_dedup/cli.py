@@ -29,8 +29,9 @@ from .analysis.budget import parse_budget
 from .io.discovery import has_magic
 from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
-from .report import EXIT_INPUT_ERROR, EXIT_INTERRUPTED, EXIT_OK
-from .run import PROG, RunOptions, UsageError, describe_failure, run_file, write_line
+from .passes.registry import unknown_pass_message
+from .report import EXIT_INPUT_ERROR, EXIT_OK
+from .run import PROG, RunOptions, UsageError, describe_failure, one_line, run_file, signals_interrupt, write_line
 
 DESCRIPTION = """\
 Run the Neuron compiler's dedup passes on an XLA HLO module, like XLA's hlo-opt.
@@ -51,9 +52,11 @@ formats:
 --passes is given. --passes= (empty) runs no pass: a format conversion or round trip.
 
 A summary of each pass (folds, bytes removed, hazards) goes to stderr; --report also writes
-it as JSON (schema: hlo_dedup/report/schema.json), --dot draws it and --html writes it as one
-self-contained page (no network access; open it in any browser). Outputs are written
-atomically and only after every pass succeeded; -o may name the input.
+it as JSON (schema: hlo_dedup/report/schema.json), --dot draws it (a .svg/.png/.pdf name
+is drawn by Graphviz; - is standard output) and --html writes it as one self-contained page
+(no network access; open it in any browser). Outputs are written only after every pass
+succeeded, through symlinks and devices, keeping mode and owner; -o may name the input, no
+two outputs may name the same file and --report/--dot/--html may not name an input.
 
 batch mode (several INPUTs, a directory or a glob pattern, --output-dir, --stage or
 --module): each INPUT is a file, a directory (searched recursively; hidden entries left out)
@@ -126,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", metavar="FILE.json",
                         help="also write the run report as JSON (- : standard output, with -o FILE)")
     parser.add_argument("--dot", metavar="FILE.dot",
-                        help="also draw the folds and hazards as a Graphviz graph (render: dot -Tsvg FILE.dot)")
+                        help="also draw the folds and hazards as a Graphviz graph: DOT text (- : standard "
+                             "output), or a picture for FILE.svg, .png or .pdf (needs Graphviz's dot)")
     parser.add_argument("--html", metavar="FILE.html",
                         help="also write the report as one self-contained HTML page: overview, every "
                              "all-gather, each fold's walk, hazards, what changed (searchable, sortable)")
@@ -169,7 +173,7 @@ def _pass_list(raw: str | None, emit_proto: bool) -> tuple[str, ...]:
     known = set(pass_names())
     for name in names:
         if name not in known:
-            raise UsageError(f"Pass {name} not found. Known passes: {','.join(pass_names())}")
+            raise UsageError(unknown_pass_message(name))
     return names
 
 
@@ -241,8 +245,13 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments and arguments[0] == "verify":
-        return verify_main(arguments[1:], stdout=stdout, stderr=stderr)
+    with signals_interrupt():
+        if arguments and arguments[0] == "verify":
+            return verify_main(arguments[1:], stdout=stdout, stderr=stderr)
+        return _main(arguments, stdin, stdout, stderr)
+
+
+def _main(arguments: list[str], stdin, stdout, stderr) -> int:  # noqa: ANN001
     verbose = False
     try:
         try:
@@ -347,17 +356,18 @@ def verify_main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: Te
             except Exception as exc:  # OSError, FormatError, XlaError ...  # noqa: BLE001
                 detail = getattr(exc, "format", None)
                 message = detail() if callable(detail) and not isinstance(exc, OSError) else str(exc)
-                print(f"{prog}: error: cannot read {path}: {message}", file=err)
+                print(f"{prog}: error: cannot read {path}: {one_line(message)}", file=err)
                 return EXIT_INPUT_ERROR
         from .equivalence import check_equivalence
 
         report = check_equivalence(texts[0], texts[1], seed=args.seed, runs=args.runs, spmd=args.spmd,
                                    timeout=args.timeout)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=err)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (Terminated)
+        status, line = describe_failure(exc, prog, False, err)
+        print(line, file=err)
+        return status
     except Exception as exc:  # noqa: BLE001 - a bug of ours: still one line, never a traceback
-        print(f"{prog}: internal error: {type(exc).__name__}: {exc}", file=err)
+        print(f"{prog}: internal error: {type(exc).__name__}: {one_line(str(exc))}", file=err)
         return EXIT_INPUT_ERROR
     stream = out if report.status != "error" else err
     if args.json:

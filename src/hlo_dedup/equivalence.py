@@ -19,11 +19,18 @@ dimensions and (for per-device programs) the device, so two modules with the sam
 are fed identical inputs. The signatures are checked first: modules whose entry parameters or
 device layouts differ cannot be compared and are reported ``different``.
 
+Entry parameters that are tuples are fed leaf by leaf. Post-optimization text (after XLA's own
+pipeline or a GPU backend's: fusions with backend configs, ``is_scheduled=true``) is made
+runnable first: each fusion becomes a call of its fused computation, which computes the same,
+and the schedule is dropped, so XLA:CPU fuses and schedules the module again
+(:func:`cpu_runnable_text`).
+
 Statuses: ``equal`` (every output bitwise equal, NaN payloads and signed zeros included, for every
 seed tried), ``different`` (the first differing output with its max abs/rel diff), ``error`` (XLA
-could not compile or run one of the modules — its message is kept; tokens as entry parameters,
-tuple-shaped parameters and custom calls XLA:CPU has no kernel for, such as Neuron's
-``AwsNeuronCustomNativeKernel``, land here). ``exit_code`` maps them to 0 / 1 / 2, the exit
+could not compile or run one of the modules — its message is kept, on one line; tokens as entry
+parameters and custom calls XLA:CPU has no kernel for, such as Neuron's
+``AwsNeuronCustomNativeKernel`` or a GPU backend's ``__cublas$gemm``, land here, and so does a
+crash of XLA, which happens in the child process). ``exit_code`` maps them to 0 / 1 / 2, the exit
 statuses of ``hlo-dedup verify`` and of ``hlo-dedup --verify``.
 """
 
@@ -36,12 +43,16 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
-__all__ = ["EquivalenceReport", "clear_run_cache", "check_equivalence_many", "check_equivalence"]
+__all__ = ["EquivalenceReport", "clear_run_cache", "check_equivalence_many", "check_equivalence", "cpu_runnable_text"]
 
 Status = Literal["equal", "different", "error"]
 _EXIT_CODES = {"equal": 0, "different": 1, "error": 2}
 _CUSTOM_CALL = re.compile(r"custom call to (\S+?)(?: for |\s*$)")
 _NEURON_TARGET = re.compile(r"^(?:AwsNeuron|Neuron|__neuron|neuron)", re.IGNORECASE)
+_LAYOUT_BITCAST = "Unexpected bitcast operation seen during layout assignment"
+_SCHEDULED = re.compile(r",\s*is_scheduled=true\b")
+#: Attributes only a fusion has; the call that replaces it has none of them.
+_FUSION_ONLY = ("kind", "calls", "backend_config", "output_to_operand_aliasing")
 
 
 @dataclass(frozen=True)
@@ -80,11 +91,12 @@ class EquivalenceReport:
         return f"{n} device{'s' if n != 1 else ''}: {replicas} x {partitions}"
 
     def summary(self) -> str:
+        """One line."""
         if self.status == "equal":
             seeds = f"seed {self.seed}" if self.runs == 1 else f"seeds {self.seed}..{self.seed + self.runs - 1}"
             outputs = f"{self.num_outputs} output{'s' if self.num_outputs != 1 else ''}"
             return f"equal: {outputs} bitwise identical ({self._devices()}, {seeds})"
-        return f"{self.status}: {self.message}"
+        return f"{self.status}: " + " ".join(part.strip() for part in self.message.splitlines() if part.strip())
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -133,24 +145,50 @@ def _clarify(message: str) -> str:
                if _NEURON_TARGET.match(target) else "")
         return (f"unsupported custom call {target!r}{why}: XLA:CPU has no implementation for it, so "
                 f"this module cannot be run on the CPU oracle [XLA: {message}]")
+    if _LAYOUT_BITCAST in message:
+        return ("a bitcast whose meaning depends on the layouts another backend assigned "
+                "(post-optimization text): XLA:CPU assigns layouts anew, so this module cannot be run on the "
+                f"CPU oracle [XLA: {message}]")
     return message
 
 
-def _signature(shape: Any) -> Any:
-    """An entry parameter's logical type (layout ignored: inputs are fed as logical arrays)."""
-    if shape.is_tuple():
-        return tuple(_signature(s) for s in shape.tuple_shapes())
-    if shape.is_token():
-        return "token"
-    return str(shape.element_type()), tuple(shape.dimensions())
+def cpu_runnable_text(text: str) -> str:
+    """`text` as XLA:CPU can compile it from scratch.
+
+    XLA:CPU runs its whole pipeline on what it is given. Post-optimization text carries what
+    only the backend that wrote it reads: fusions, whose kind and backend config the CPU
+    emitter rejects ("Fusion must have backend config", "Unsupported fusion kind"), and a
+    schedule. A fusion computes what a call of its fused computation computes, so each becomes
+    that call; the header's `is_scheduled=true` goes; XLA:CPU then fuses and schedules anew.
+    Other text, and text hlo_dedup's reader rejects (XLA reports it), is returned as is.
+    """
+    if " fusion(" not in text and "is_scheduled=true" not in text:
+        return text
+    from hlo_dedup.text import parse_module
+
+    try:
+        module = parse_module(text)
+    except (ValueError, RuntimeError):  # HloParseError, the IR's errors: XLA will say what is wrong
+        return text
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            if instruction.opcode != "fusion" or instruction.attr("calls") is None:
+                continue
+            callee = instruction.attr("calls")
+            for key in _FUSION_ONLY:
+                instruction.set_attr(key, None)
+            instruction.opcode = "call"
+            instruction.set_attr("to_apply", callee)
+    lowered = module.to_text()
+    header_end = lowered.find("\n")
+    header = _SCHEDULED.sub("", lowered[:header_end])
+    return header + lowered[header_end:]
 
 
-def _entry_parameters(text: str) -> list[Any]:
-    from jax._src.lib import xla_client as xc
+def _entry_parameters(text: str) -> list[tuple[Any, str]]:
+    from hlo_dedup.xla import isolated
 
-    from hlo_dedup.xla.oracle import text_to_module_proto
-
-    return list(xc.XlaComputation(text_to_module_proto(text)).program_shape().parameter_shapes())
+    return isolated.entry_parameters(text)
 
 
 def _elementwise_mismatch(x: Any, y: Any) -> Any:
@@ -255,6 +293,7 @@ def check_equivalence_many(
             message = f"the XLA oracle needs jax and jaxlib ({INSTALL_HINT}): {exc}"
         return [EquivalenceReport("error", message, seed=seed, runs=runs) for _ in pairs]
 
+    pairs = [(cpu_runnable_text(before), cpu_runnable_text(after)) for before, after in pairs]
     # 1. Device layouts and entry signatures: identical inputs need identical parameters.
     reports: list[EquivalenceReport | None] = []
     layouts: list[tuple[int, int] | None] = []
@@ -302,12 +341,12 @@ def _precheck(
     """A report if the pair cannot or need not be run (unreadable, different signatures), else the layout."""
     base: dict[str, Any] = {"seed": seed, "runs": runs}
     layouts: dict[str, tuple[int, int]] = {}
-    params: dict[str, list[Any]] = {}
+    params: dict[str, list[tuple[Any, str]]] = {}
     for side, text in (("before", before_text), ("after", after_text)):
         try:
             layouts[side] = oracle.device_layout(text, None)
             params[side] = _entry_parameters(text)
-        except Exception as exc:  # XlaError, or jaxlib's own exception types
+        except Exception as exc:  # noqa: BLE001 - XlaError (a crash of XLA included), jaxlib's own types
             message = f"XLA cannot read {side.upper()}: {_clarify(str(exc))}"
             return EquivalenceReport("error", message, failed=side, **base), None
     replicas, partitions = layouts["before"]
@@ -322,9 +361,9 @@ def _precheck(
         message = (f"entry signatures differ: BEFORE takes {len(before_params)} parameters, AFTER "
                    f"{len(after_params)}; the modules cannot be fed the same inputs")
         return EquivalenceReport("different", message, **base), None
-    for index, (a, b) in enumerate(zip(before_params, after_params)):
-        if _signature(a) != _signature(b):
-            message = (f"entry parameter {index} differs: {a} (BEFORE) vs {b} (AFTER); the modules "
+    for index, ((a, a_text), (b, b_text)) in enumerate(zip(before_params, after_params)):
+        if a != b:
+            message = (f"entry parameter {index} differs: {a_text} (BEFORE) vs {b_text} (AFTER); the modules "
                        "cannot be fed the same inputs")
             return EquivalenceReport("different", message, **base), None
     return None, layouts["before"]

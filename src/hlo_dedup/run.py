@@ -11,14 +11,17 @@ such as an HTML page, is one more renderer there and one more `RunOptions` field
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
-from functools import partial
-from typing import Callable, Iterator, TextIO
+from typing import Callable, Iterator, Sequence, TextIO
 
+from .io.files import check_output, same_file_key, write_file
 from .io.formats import (
     STDIO,
     FormatError,
@@ -38,11 +41,15 @@ from .report import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PASS_FAILED,
+    GraphvizError,
     InputResult,
     ModuleRun,
     RunReport,
+    graphviz_missing,
+    image_format_for,
     render_dot,
     render_html,
+    render_image,
     render_json,
     render_summary,
 )
@@ -53,6 +60,36 @@ PROG = "hlo-dedup"
 
 class UsageError(Exception):
     """A command-line mistake: exit 2 with one line."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is (see `signals_interrupt`) so that it
+    stops as on Ctrl-C: child processes ended, temporary files removed, one line, and exit
+    status 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """For the block, SIGTERM and SIGHUP raise `Terminated` (in the main thread only: Python
+    delivers signals there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Terminated(signum)
+
+    names = ("SIGTERM", "SIGHUP")
+    previous = {sig: signal.signal(sig, interrupt) for sig in (getattr(signal, n) for n in names if hasattr(signal, n))}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @dataclass(frozen=True)
@@ -87,25 +124,84 @@ class RunOptions:
         return bool(self.v or self.vmodule)
 
 
-def report_outputs(options: RunOptions) -> Iterator[tuple[str, Callable[[RunReport], str]]]:
-    """(path, renderer) of each aggregate output asked for, in the order they are written."""
-    for path, render in ((options.dot, render_dot), (options.report, render_json),
-                         (options.html, partial(render_html, command_line=options.command_line))):
-        if path:
-            yield path, render
-
-
-def write_report_output(path: str, text: str, stdout: TextIO | None = None) -> None:
-    """Write one aggregate output atomically (`-`: standard output); FormatError if it fails."""
-    from .io.files import write_atomic
-
-    try:
-        if path == STDIO:
-            write_output(text.encode(), STDIO, _binary(stdout))
+def report_outputs(options: RunOptions) -> Iterator[tuple[str, str, Callable[[RunReport], bytes]]]:
+    """(option, path, renderer) of each aggregate output asked for, in the order they are
+    written. `--dot` draws a picture through Graphviz when its name asks for one (`.svg`)."""
+    if options.dot:
+        image = None if options.dot == STDIO else image_format_for(options.dot)
+        if image is None:
+            yield "--dot", options.dot, lambda report: render_dot(report).encode()
         else:
-            write_atomic(path, text)
-    except OSError as exc:
-        raise FormatError(path, exc.strerror or str(exc)) from None
+            yield "--dot", options.dot, lambda report: render_image(render_dot(report), image)
+    if options.report:
+        yield "--report", options.report, lambda report: render_json(report).encode()
+    if options.html:
+        yield "--html", options.html, lambda report: render_html(report, command_line=options.command_line).encode()
+
+
+def write_report_outputs(report: RunReport, options: RunOptions, stdout: TextIO | None = None) -> list[str]:
+    """Render and write the run's aggregate outputs (`-`: standard output); the one-line
+    error of each that could not be written."""
+    errors = []
+    for _, path, render in report_outputs(options):
+        try:
+            data = render(report)
+            if path == STDIO:
+                write_output(data, STDIO, _binary(stdout))
+            else:
+                write_file(path, data)
+        except GraphvizError as exc:
+            errors.append(FormatError(path, str(exc)).format())
+        except OSError as exc:
+            errors.append(FormatError(path, exc.strerror or str(exc)).format())
+    return errors
+
+
+def check_outputs(options: RunOptions, runs: Sequence[tuple[str, str]], *, check_module_outputs: bool = True) -> None:
+    """Before anything is written: UsageError or FormatError if an output cannot be written
+    or two of them, or an output and an input, are the same file.
+
+    `runs` are the (input, output) pairs of the run; an output may be its own input (the
+    module is rewritten in place) but no other run's input. With `check_module_outputs`
+    False (batch mode, whose output directories do not exist yet) only the aggregate
+    outputs are checked for writability."""
+    aggregates = [(flag, path) for flag, path, _ in report_outputs(options)]
+    to_stdout = [flag for flag, path in [*aggregates, *(("-o", out) for _, out in runs)] if path == STDIO]
+    if len(to_stdout) > 1:
+        raise UsageError(f"{to_stdout[0]} - and {to_stdout[1]} - would both write to standard output: "
+                         "give one of them a file")
+    for flag, path in aggregates:
+        missing = graphviz_missing(path) if path != STDIO and image_format_for(path) else None
+        if missing:
+            raise UsageError(missing)
+    checked = [path for _, path in aggregates] + ([out for _, out in runs] if check_module_outputs else [])
+    for path in checked:
+        if path != STDIO:
+            try:
+                check_output(path)
+            except OSError as exc:
+                raise FormatError(path, exc.strerror or str(exc)) from None
+
+    owners: dict[tuple, tuple[str, int]] = {}  # file -> (how an input or output names it, run)
+    for index, (input, _) in enumerate(runs):
+        key = same_file_key(input) if input != STDIO else None
+        if key is not None:
+            owners.setdefault(key, (f"the input {input}", index))
+    for index, (_, output) in enumerate(runs):
+        key = same_file_key(output) if output != STDIO else None
+        if key is None:
+            continue
+        owner = owners.get(key)
+        if owner is not None and owner[1] != index:
+            raise UsageError(f"the output {output} is {owner[0]}: nothing written")
+        owners[key] = (f"the output {output}", index)
+    for flag, path in aggregates:
+        key = same_file_key(path) if path != STDIO else None
+        if key is None:
+            continue
+        if key in owners:
+            raise UsageError(f"{flag} {path} is {owners[key][0]}: nothing written")
+        owners[key] = (f"{flag} {path}", -1)
 
 
 # ------------------------------------------------------------------------------------------
@@ -192,7 +288,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
             try:
                 pipeline.run(module, after_pass=after_pass)
             except Exception as exc:  # noqa: BLE001 - a pass failing in any way is exit 1
-                detail = _one_line(exc)
+                detail = one_line(exc)
                 if not isinstance(exc, (PassError, HloIrError)):
                     detail = f"internal error: {type(exc).__name__}: {detail}"
                     if options.v >= 1:
@@ -217,7 +313,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
 
     # The display is gone before anything is written (stdout may be the same terminal).
     if options.verify:
-        failure = _verify(befores, modules, name, log)
+        failure = _verify(befores, modules, result.modules, name, log)
         if failure is not None:
             result.exit_status, result.error = failure
             return
@@ -229,20 +325,26 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
     result.timings["print"] = rendered + time.perf_counter() - t0
 
 
-def _verify(befores: list[str], modules: list, name: str, log: TextIO) -> tuple[int, str] | None:  # noqa: ANN001
-    """`--verify`: the rewrite must compute bitwise what the input computed. The exit status
-    is `hlo-dedup verify`'s: 1 the results differ, 2 XLA:CPU could not run a module."""
+def _verify(befores: list[str], modules: list, runs: list[ModuleRun], name: str,  # noqa: ANN001
+            log: TextIO) -> tuple[int, str] | None:
+    """`--verify`: the rewrite must compute bitwise what the input computed; each verdict is
+    kept in its ModuleRun (the report's `verify`). The exit status is `hlo-dedup verify`'s:
+    1 the results differ, 2 XLA:CPU could not run a module."""
     from .equivalence import check_equivalence
 
-    for before, module in zip(befores, modules):
+    for before, module, run in zip(befores, modules, runs):
         label = f"verify {module.name}"
         try:
             report = check_equivalence(before, module.to_text())
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run is exit 2, as for `verify`
+            print(f"{label}: error: internal error: {type(exc).__name__}: {one_line(exc)}", file=log)
+            status = EXIT_INPUT_ERROR
+        else:
             print(f"{label}: {report.summary()}", file=log)
             status = report.exit_code
-        except Exception as exc:  # noqa: BLE001 - a check that cannot run is exit 2, as for `verify`
-            print(f"{label}: error: internal error: {type(exc).__name__}: {exc}", file=log)
-            status = EXIT_INPUT_ERROR
+            run.verify = {"status": report.status, "summary": report.summary(), "exit_code": report.exit_code,
+                          "seed": report.seed, "runs": report.runs, "num_outputs": report.num_outputs,
+                          "num_replicas": report.num_replicas, "num_partitions": report.num_partitions}
         if status == EXIT_PASS_FAILED:
             return status, (f"{name}: error: --verify: module {module.name} computes different results "
                             "after the passes; nothing written")
@@ -262,6 +364,12 @@ def run_file(input: str, output: str | None, options: RunOptions, *, stdin=None,
     (`output` None: --report-only). Returns the exit status; every failure is one line on
     `stderr`."""
     stderr = sys.stderr if stderr is None else stderr
+    try:
+        check_outputs(options, [(input, output)])
+    except (UsageError, FormatError) as exc:
+        status, line = describe_failure(exc, display_name(input), False, stderr)
+        write_line(stderr, line or "")
+        return status
     result = run_input(input, output, options, stdin=stdin, stdout=stdout, log=stderr)
     if not result.ok:
         if result.error is not None:
@@ -271,13 +379,16 @@ def run_file(input: str, output: str | None, options: RunOptions, *, stdin=None,
                        options.passes, strict=options.strict, spmd=options.spmd, inputs=[result],
                        max_peak_increase=options.max_peak_increase, report_only=options.report_only)
     try:
-        for path, render in report_outputs(options):
-            write_report_output(path, render(report), stdout)
+        errors = write_report_outputs(report, options, stdout)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, as for the input
         status, line = describe_failure(exc, display_name(input), options.v >= 1, stderr)
         if line is not None:
             write_line(stderr, line)
         return status
+    if errors:
+        for line in errors:
+            write_line(stderr, line)
+        return EXIT_INPUT_ERROR
     stderr.write(render_summary(report))
     stderr.flush()
     return EXIT_OK
@@ -295,7 +406,7 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
     if isinstance(exc, (HloParseError, FormatError)):
         return EXIT_INPUT_ERROR, exc.format()
     if isinstance(exc, HloIrError):  # a structurally invalid module found while reading it
-        return EXIT_INPUT_ERROR, f"{name}: error: {_one_line(exc)}"
+        return EXIT_INPUT_ERROR, f"{name}: error: {one_line(exc)}"
     if isinstance(exc, BrokenPipeError):
         # The reader went away (`hlo-dedup x.hlo | head`): stop quietly.
         try:
@@ -308,14 +419,16 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
         where = getattr(exc, "filename", None) or PROG
         return EXIT_INPUT_ERROR, f"{where}: error: {exc.strerror or exc}"
     if isinstance(exc, ValueError):  # any other malformed input found while reading it
-        return EXIT_INPUT_ERROR, f"{name}: error: {_one_line(exc)}"
+        return EXIT_INPUT_ERROR, f"{name}: error: {one_line(exc)}"
+    if isinstance(exc, Terminated):
+        return 128 + exc.signum, f"{PROG}: terminated by {signal.Signals(exc.signum).name}"
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED, f"{PROG}: interrupted"
     if verbose:
         import traceback
 
         traceback.print_exception(exc, file=log)
-    return EXIT_PASS_FAILED, (f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
+    return EXIT_PASS_FAILED, (f"{PROG}: internal error: {type(exc).__name__}: {one_line(exc)} "
                               "(run with --v=1 for the traceback)")
 
 
@@ -324,7 +437,8 @@ def write_line(stream: TextIO, line: str) -> None:
     stream.flush()
 
 
-def _one_line(text: object) -> str:
+def one_line(text: object) -> str:
+    """`text` on one line: its non-blank lines joined by spaces."""
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 

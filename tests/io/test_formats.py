@@ -211,10 +211,17 @@ def test_write_module_formats(tmp_path: Path, xc) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.bin", "m.hlo", "m.pb", "m.pbtxt"]
 
 
-def test_render_joins_text_modules_like_hlo_opt() -> None:
+def test_render_joins_text_modules_with_the_split_marker(tmp_path: Path) -> None:
+    """hlo-opt joins modules with a bare newline, which cannot be read back; we put the
+    `// -----` line between them, so the output splits into the same modules again."""
     mods = read_modules(FSDP) + read_modules(DATA / "cond.hlo")
     out = formats.render_modules(mods, "hlo").decode()
-    assert out == FSDP.read_text() + "\n" + (DATA / "cond.hlo").read_text()
+    assert out == FSDP.read_text() + "// -----\n" + (DATA / "cond.hlo").read_text()
+    (tmp_path / "two.hlo").write_text(out)
+    back = read_modules(tmp_path / "two.hlo")
+    assert [m.to_text().strip() for m in back] == [m.to_text().strip() for m in mods]
+    assert formats.join_module_texts(["a}", "b"]) == "a}\n// -----\nb"
+    assert formats.join_module_texts(["a}\n\n", "\n\nb"]) == "a}\n\n// -----\n\nb"
     with pytest.raises(FormatError):
         formats.render_modules(mods, "pb")
 

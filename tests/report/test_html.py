@@ -15,13 +15,14 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from html import escape
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support import JAX_DATA, REPO
+
 from hlo_dedup.cli import main
 from hlo_dedup.report import BatchInfo, RunReport, human_bytes, render_html
 from hlo_dedup.report.html_walk import fold_svg
@@ -35,7 +36,7 @@ EVIL = '"><script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
 
 
 def report_of(paths: list[Path], options: RunOptions = RunOptions(), batch: bool = False) -> RunReport:
-    results = [run_input(str(p), "/dev/null", options) for p in paths]
+    results = [run_input(str(p), "-", replace(options, report_only=True)) for p in paths]
     assert all(r.ok for r in results), [r.error for r in results]
     return RunReport(str(paths[0]), "-", "hlo", "hlo", options.passes, strict=options.strict, inputs=results,
                      max_peak_increase=options.max_peak_increase,

@@ -215,16 +215,42 @@ def test_replicated_module_runs_per_replica(oracle) -> None:
         ("HloModule m\n\nENTRY e {\n  ROOT a = f32[3] add(p, q)\n}\n", "instruction does not exist"),
         ("HloModule m\n\nENTRY e {\n  p = f32[3] parameter(0)\n  ROOT a = f32[4] add(p, p)\n}\n", "same shape"),
         ("HloModule m\n\nENTRY e {\n  p = token[] parameter(0)\n  ROOT a = token[] after-all(p)\n}\n", "token"),
-        (
-            "HloModule m\n\nENTRY e {\n  p = (f32[3], s32[]) parameter(0)\n"
-            "  ROOT a = f32[3] get-tuple-element(p), index=0\n}\n",
-            "tuple-shaped",
-        ),
+        ("HloModule m\n\nENTRY e {\n  p = (f32[3], token[]) parameter(0)\n  ROOT a = f32[3] get-tuple-element(p), "
+         "index=0\n}\n", r"entry parameter 0\.1 is a token"),
     ],
 )
 def test_bad_modules_raise_xla_error(oracle, text: str, message: str) -> None:
     with pytest.raises(XlaError, match=message):
         oracle.run_module(text)
+
+
+NESTED_TUPLE_PARAMETER = """HloModule nested
+
+ENTRY main {
+  p = (f32[4], (s32[], f32[2,2])) parameter(0)
+  q = f32[4] parameter(1)
+  a = f32[4] get-tuple-element(p), index=0
+  i = (s32[], f32[2,2]) get-tuple-element(p), index=1
+  s = s32[] get-tuple-element(i), index=0
+  b = f32[2,2] get-tuple-element(i), index=1
+  ROOT t = (f32[4], s32[], f32[2,2], f32[4]) tuple(a, s, b, q)
+}
+"""
+
+
+def test_tuple_parameters_are_fed_leaf_by_leaf(oracle) -> None:
+    """Every leaf of a tuple parameter gets its own seeded value (the module returns them; one
+    device, so each value is the one fed to device 0)."""
+    from hlo_dedup.xla.execute import leaves, random_array
+
+    result = oracle.run_module(NESTED_TUPLE_PARAMETER)
+    a, s, b, q = result.outputs
+    shapes = oracle.program_shape(NESTED_TUPLE_PARAMETER).parameter_shapes()
+    fed = [random_array(leaf, 0, index, 0, path) for index, shape in enumerate(shapes) for path, leaf in leaves(shape)]
+    assert [x.tobytes() for x in (a, s, b, q)] == [x.tobytes() for x in fed]
+    assert not np.array_equal(a, q)  # same shape, different parameters: different values
+    again = oracle.run_module(NESTED_TUPLE_PARAMETER)
+    assert oracle.compare_results(result, again).equal
 
 
 def test_parse_error_is_xla_error(oracle) -> None:

@@ -26,9 +26,11 @@ XLA's module config, not to `HloModuleProto`, and are not kept there.
 from __future__ import annotations
 
 import gzip
+import errno
 import io
 import os
 import re
+import stat
 import sys
 import zlib
 from typing import BinaryIO, Sequence
@@ -36,11 +38,13 @@ from typing import BinaryIO, Sequence
 from ..ir import HloModule
 from ..text import HloParseError, parse_module, parse_modules, split_module_texts
 from . import proto
-from .files import write_atomic
+from .files import STREAM_LIMIT, read_input, read_stream, write_file
 
 INPUT_FORMATS: tuple[str, ...] = ("hlo", "txt", "pb", "pbtxt")
 OUTPUT_FORMATS: tuple[str, ...] = ("hlo", "pb", "pbtxt")
 STDIO = "-"
+#: The line between modules in one HLO text file (lit's and hlo-opt's --split-input-file).
+SPLIT_MARKER = "// -----"
 
 _PB_SUFFIXES = (".pb",)
 _PBTXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb", ".prototxt")
@@ -74,13 +78,26 @@ def display_name(path: str | os.PathLike[str]) -> str:
 
 
 def read_source(path: str | os.PathLike[str], stdin: BinaryIO | None = None) -> bytes:
-    """The bytes of a file, or of standard input for `-`; gzip data comes back decompressed."""
+    """The bytes of a file, or of standard input for `-`, within the bounds
+    `hlo_dedup.io.files` sets (OSError beyond them); gzip data comes back decompressed."""
     if str(path) == STDIO:
-        data = (stdin or sys.stdin.buffer).read()
+        stream = stdin or sys.stdin.buffer
+        _refuse_device_stdin(stream)
+        data = read_stream(stream, "<stdin>")
     else:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_input(path)
     return decompress(data, display_name(path))
+
+
+def _refuse_device_stdin(stream: BinaryIO) -> None:
+    """Standard input redirected from a device (`< /dev/zero`) would be read to the limit."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return  # not a file descriptor (tests, notebooks)
+    if stat.S_ISCHR(mode) and not stream.isatty():
+        raise OSError(errno.EINVAL, "standard input is a character device, not a file or a pipe "
+                      "(refusing to read it)", "<stdin>")
 
 
 def without_compression(name: str) -> str:
@@ -90,13 +107,18 @@ def without_compression(name: str) -> str:
 
 def decompress(data: bytes, filename: str) -> bytes:
     """`data` itself, or what it decompresses to if it is gzip data (no HLO text or proto
-    starts with gzip's magic bytes: 0x1f is a control character and not a valid proto tag)."""
+    starts with gzip's magic bytes: 0x1f is a control character and not a valid proto tag),
+    within the same bound as any input: a small file must not expand without limit."""
     if not data.startswith(_GZIP_MAGIC):
         return data
     try:
-        return gzip.decompress(data)
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            out = stream.read(STREAM_LIMIT + 1)
     except (OSError, EOFError, zlib.error) as exc:
         raise FormatError(filename, f"corrupt or truncated gzip data: {exc}") from None
+    if len(out) > STREAM_LIMIT:
+        raise FormatError(filename, f"gzip data expands to more than {STREAM_LIMIT >> 30} GiB")
+    return out
 
 
 def compress_for(path: str | os.PathLike[str], data: bytes) -> bytes:
@@ -240,11 +262,11 @@ def output_format_for(path: str | os.PathLike[str], format: str | None = None) -
 
 
 def render_modules(modules: Sequence[HloModule], format: str, filename: str = "<output>") -> bytes:
-    """The bytes to write. Several text modules are joined with a newline, as hlo-opt does;
-    proto formats hold one module."""
+    """The bytes to write. Several text modules are joined by `// -----` lines, so that the
+    file reads back as the same modules with --split-input-file (hlo-opt joins them with a
+    bare newline, which nothing can split again); proto formats hold one module."""
     if format == "hlo":
-        texts = [m.to_text() for m in modules]
-        return "\n".join(texts).encode("utf-8", "surrogateescape")
+        return join_module_texts([m.to_text() for m in modules]).encode("utf-8", "surrogateescape")
     if len(modules) != 1:
         raise FormatError(filename, f"{format} output holds one module, the input has {len(modules)} "
                           "(write HLO text, or split the input)")
@@ -259,8 +281,18 @@ def render_modules(modules: Sequence[HloModule], format: str, filename: str = "<
         raise FormatError(filename, str(exc)) from None
 
 
+def join_module_texts(texts: Sequence[str]) -> str:
+    """Texts joined by the `// -----` marker on a line of its own: modules that were split
+    from one file and not changed come back as that file, byte for byte."""
+    out = texts[0] if texts else ""
+    for text in texts[1:]:
+        out += ("" if out.endswith("\n") else "\n") + SPLIT_MARKER + ("" if text.startswith("\n") else "\n") + text
+    return out
+
+
 def write_output(data: bytes, path: str | os.PathLike[str], stdout: BinaryIO | None = None) -> None:
-    """Write `data` atomically to `path`, or to standard output for `-`."""
+    """Write `data` to `path` as `hlo_dedup.io.files.write_file` does (through symlinks and
+    special files, keeping mode and owner), or to standard output for `-`."""
     if str(path) == STDIO:
         out = stdout or sys.stdout.buffer
         if isinstance(out, io.TextIOBase):  # a text stream without a buffer (tests, notebooks)
@@ -269,11 +301,11 @@ def write_output(data: bytes, path: str | os.PathLike[str], stdout: BinaryIO | N
             out.write(data)
         out.flush()
         return
-    write_atomic(path, data)
+    write_file(path, data)
 
 
 def write_module(module: HloModule, path: str | os.PathLike[str], format: str | None = None) -> None:
-    """Write one module atomically (`-`: standard output) as text, `.pb` or `.pbtxt`."""
+    """Write one module (`-`: standard output) as text, `.pb` or `.pbtxt`."""
     fmt = output_format_for(path, format)
     write_output(compress_for(path, render_modules([module], fmt, display_name(path))), path)
 
@@ -283,11 +315,13 @@ __all__ = [
     "INPUT_FORMATS",
     "OUTPUT_FORMATS",
     "STDIO",
+    "SPLIT_MARKER",
     "FormatError",
     "compress_for",
     "decompress",
     "detect_format",
     "display_name",
+    "join_module_texts",
     "module_texts_from_bytes",
     "modules_from_bytes",
     "output_format_for",

@@ -209,31 +209,27 @@ def module_bytes_to_text_proto(module: bytes) -> str:
 # Module <-> HLO text, through jaxlib
 
 
-def _xla(what: str) -> Any:
-    try:
-        from hlo_dedup.xla import oracle
-    except ImportError:  # XlaUnavailableError is an ImportError
-        raise ProtoSupportMissing(what) from None
-    return oracle
-
-
 def module_bytes_to_hlo_text(module: bytes) -> str:
-    """XLA's HLO text of a serialized HloModuleProto (raises ProtoError if XLA rejects it)."""
-    oracle = _xla("reading HLO protos")
-    from hlo_dedup.xla import XlaError
+    """XLA's HLO text of a serialized HloModuleProto (raises ProtoError if XLA rejects it or
+    crashes on it: XLA runs in a child process, see `hlo_dedup.xla.isolated`)."""
+    from hlo_dedup.xla import XlaError, XlaUnavailableError, isolated
 
     try:
-        return oracle.module_proto_to_text(module)
+        return isolated.module_proto_to_text(module)
+    except XlaUnavailableError as exc:
+        raise ProtoSupportMissing("reading HLO protos", exc.detail) from None
     except XlaError as exc:
         raise ProtoError(f"XLA rejected the HloModuleProto: {_text_error(exc)}") from None
 
 
 def hlo_text_to_module_bytes(text: str) -> bytes:
-    """Serialized HloModuleProto of HLO text, by XLA's parser (raises ProtoError if XLA rejects it)."""
-    oracle = _xla("writing HLO protos")
-    from hlo_dedup.xla import XlaError
+    """Serialized HloModuleProto of HLO text, by XLA's parser (raises ProtoError if XLA
+    rejects the text or crashes on it)."""
+    from hlo_dedup.xla import XlaError, XlaUnavailableError, isolated
 
     try:
-        return oracle.text_to_module_proto(text)
+        return isolated.text_to_module_proto(text)
+    except XlaUnavailableError as exc:
+        raise ProtoSupportMissing("writing HLO protos", exc.detail) from None
     except XlaError as exc:
         raise ProtoError(f"XLA could not parse the module to write it as a proto: {_text_error(exc)}") from None

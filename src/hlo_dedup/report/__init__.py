@@ -5,7 +5,7 @@ aggregate output is one renderer from a `RunReport` to text: `json` (`--report`)
 (`--dot`), `html` (`--html`) and `summary` (stderr).
 """
 
-from .dot import render_dot
+from .dot import IMAGE_FORMATS, GraphvizError, graphviz_missing, image_format_for, render_dot, render_image
 from .html import render_html
 from .json import SCHEMA_VERSION, load_schema, render_json, report_json
 from .model import (
@@ -27,18 +27,23 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PASS_FAILED",
+    "IMAGE_FORMATS",
     "SCHEMA_VERSION",
     "BatchInfo",
+    "GraphvizError",
     "InputResult",
     "ModuleRun",
     "RunReport",
+    "graphviz_missing",
     "human_bytes",
     "human_seconds",
+    "image_format_for",
     "input_summary",
     "load_schema",
     "module_totals",
     "render_dot",
     "render_html",
+    "render_image",
     "render_json",
     "render_summary",
     "report_json",

@@ -4,11 +4,15 @@ One cluster per computation with folds: the traced parameter, the kept instructi
 (green) and every duplicate folded onto it (red, dashed arrow "folded into"); hazardous
 folds are outlined in orange with their reasons, and folds refused in strict mode are
 shown as orange nodes with a dotted "refused" arrow. A batch run draws every module of
-every file it wrote, each cluster titled with its file. Render with `dot -Tsvg folds.dot`.
+every file it wrote, each cluster titled with its file. Render with `dot -Tsvg folds.dot`;
+`render_image` does that through Graphviz's `dot` for a picture file (`--dot folds.svg`).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import textwrap
 
 from ..passes import FoldRecord, Hazard
@@ -18,6 +22,48 @@ from .units import human_bytes
 _KEPT = "#c8e6c9"
 _REMOVED = "#ffcdd2"
 _REFUSED = "#ffe0b2"
+
+
+#: Picture formats `--dot` renders through Graphviz's `dot`, by the file's extension; any
+#: other name gets the DOT text.
+IMAGE_FORMATS: tuple[str, ...] = ("svg", "png", "pdf")
+GRAPHVIZ = "dot"
+_RENDER_SECONDS = 300
+
+
+class GraphvizError(RuntimeError):
+    """Graphviz's `dot` is missing or failed; the message is one line."""
+
+
+def image_format_for(path: str) -> str | None:
+    """The picture format `path` asks for (`svg`, `png`, `pdf`), or None for DOT text."""
+    extension = os.path.splitext(path)[1].lower().lstrip(".")
+    return extension if extension in IMAGE_FORMATS else None
+
+
+def graphviz_missing(path: str) -> str | None:
+    """Why `path` cannot be rendered (Graphviz is not installed), or None if it can."""
+    if shutil.which(GRAPHVIZ) is not None:
+        return None
+    return (f"--dot {path} renders the picture with Graphviz's `{GRAPHVIZ}` command, which is not "
+            f"installed (install graphviz, e.g. apt-get install graphviz, or give a .dot file)")
+
+
+def render_image(dot_text: str, format: str) -> bytes:
+    """`dot_text` drawn by Graphviz as `format` (one of IMAGE_FORMATS)."""
+    command = shutil.which(GRAPHVIZ)
+    if command is None:
+        raise GraphvizError(f"Graphviz's `{GRAPHVIZ}` command is not installed")
+    try:
+        done = subprocess.run([command, f"-T{format}"], input=dot_text.encode(), capture_output=True,
+                              timeout=_RENDER_SECONDS, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GraphvizError(f"Graphviz's `{GRAPHVIZ}` could not render the picture: {exc}") from None
+    if done.returncode != 0 or not done.stdout:
+        why = next((line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()),
+                   f"exit status {done.returncode}")
+        raise GraphvizError(f"Graphviz's `{GRAPHVIZ}` could not render the picture: {why}")
+    return done.stdout
 
 
 def _quote(text: str) -> str:

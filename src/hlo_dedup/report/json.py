@@ -9,6 +9,7 @@
       "strict": false, "max_peak_increase": null, "spmd": true,
       "modules": [{
         "name": "jit_f", "input": "model.hlo", "index": 0, "changed": true, "seconds": 0.001,
+        "verify": {"status": "equal", "summary", ...},        # with --verify only
         "passes": [{
           "name": "...", "changed": true, "seconds": 0.0008,
           "folds": [{"computation", "kept", "removed", "key": {...}, "bytes_output",
@@ -132,7 +133,7 @@ def _input_json(r: InputResult) -> dict[str, Any]:
 
 
 def _module_json(m: ModuleRun) -> dict[str, Any]:
-    return {
+    data = {
         "name": m.name,
         "input": m.input,
         "index": m.index,
@@ -153,6 +154,9 @@ def _module_json(m: ModuleRun) -> dict[str, Any]:
             "peak_increase_bytes": m.peak_increase,
         },
     }
+    if m.verify is not None:
+        data["verify"] = dict(m.verify)
+    return data
 
 
 def _fate_json(i: InstructionFate) -> dict[str, Any]:

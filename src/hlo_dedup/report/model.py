@@ -10,7 +10,7 @@ print the same thing the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..io.discovery import Skipped
 from ..passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
@@ -25,13 +25,15 @@ PHASES = ("parse", "passes", "print")
 
 @dataclass
 class ModuleRun:
-    """One module's passes (after a pass failure: those before the failing one)."""
+    """One module's passes (after a pass failure: those before the failing one) and, with
+    --verify, the verdict of running it before and after on XLA:CPU."""
 
     name: str
     input: str
     index: int
     passes: list[PassResult] = field(default_factory=list)
     seconds: float = 0.0
+    verify: dict[str, Any] | None = None
 
     @property
     def changed(self) -> bool:
