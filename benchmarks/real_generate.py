@@ -253,8 +253,8 @@ def run_build(build: Build, dump: Path) -> None:
 
 def describe_build(build: Build) -> dict:
     """Manifest entries of a build's files: sizes, and XLA's own counts of its instructions."""
-    from jax._src.lib import xla_client as xc
     import jax
+    from jax._src.lib import xla_client as xc
 
     entries = {}
     for stage in build.stages:
