@@ -14,8 +14,8 @@ in one run, each measurement in its own fresh process, interleaved run by run:
   written: `FILE --passes= -o OUT` (parse and print), `FILE -o OUT` (the default pipeline),
   `FILE -o OUT --report R.json`, and `FILE.pb --passes= -o OUT` (the binary HloModuleProto of
   the same module);
-* **peak RSS**: `ru_maxrss` of each command process (`wait4`); XLA's is its process's VmHWM
-  (importing jaxlib alone is ~150 MB of it).
+* **peak RSS**: of each command process, as GNU time (`/usr/bin/time -f %M`) reports it;
+  XLA's is its process's VmHWM (importing jaxlib alone is ~150 MB of it).
 
 Figures are medians of `--runs` processes (`--big-runs` for modules over `--big-mb` MB). The
 start-up section times the interpreter alone, `import hlo_dedup.cli`, and the command on a
@@ -25,6 +25,7 @@ one-layer module as text and as `.pb`. No assertion on time: this prints numbers
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import os
 import statistics
@@ -49,14 +50,22 @@ VARIANTS = {
 }
 
 
+#: GNU time reports the peak RSS of the process it runs. Linux's own `ru_maxrss` of a child
+#: counts the memory it had as a fork of this (much larger) process before its exec.
+GNU_TIME = "/usr/bin/time"
+
+
 def run_python(args: list[str], workdir: Path) -> dict:
-    """`python ARGS` in a fresh process: wall, CPU and peak RSS of that process."""
+    """`python ARGS` in a fresh process: wall, CPU (user+sys) and peak RSS of that process."""
     env = dict(os.environ, CI="true")  # never a progress display
     env.setdefault("JAX_PLATFORMS", "cpu")
     env.pop("XLA_FLAGS", None)
+    rss_file = workdir / "rss.txt"
+    rss_file.unlink(missing_ok=True)
+    timer = [GNU_TIME, "-f", "%M", "-o", str(rss_file)] if os.access(GNU_TIME, os.X_OK) else []
     with open(workdir / "stderr.txt", "wb") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([*timer, sys.executable, *args], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
@@ -64,7 +73,8 @@ def run_python(args: list[str], workdir: Path) -> dict:
     if proc.returncode != 0:
         tail = (workdir / "stderr.txt").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"python {' '.join(args)} exited {proc.returncode}:\n{tail}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss}
+    rss = int(rss_file.read_text().split()[-1]) if timer else -1
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_kb": rss}
 
 
 def _ours(variant: str, src: Path, workdir: Path) -> dict:
@@ -72,7 +82,7 @@ def _ours(variant: str, src: Path, workdir: Path) -> dict:
     args = [str(src), *(a.format(out=out, report=report) for a in VARIANTS[variant])]
     res = run_python(["-m", "hlo_dedup", *args], workdir)
     if variant == "none" and src.suffix == ".hlo":
-        res["identical"] = out.read_bytes() == src.read_bytes()
+        res["identical"] = filecmp.cmp(out, src, shallow=False)
     if variant == "report":
         data = json.loads(report.read_text())
         res.update(folds=data["totals"]["folds"], hazards=data["totals"]["hazards"],
@@ -159,6 +169,10 @@ def _spread(side: dict, key: str) -> float | None:
     return (side[key + "__max"] - side[key + "__min"]) / side[key]
 
 
+def _mb(kb: float) -> str:
+    return f"{kb / 1e3:.0f}" if kb >= 0 else "-"
+
+
 def main_table(results: list[dict]) -> str:
     rows = []
     for r in results:
@@ -166,12 +180,12 @@ def main_table(results: list[dict]) -> str:
         rows.append([
             e["name"], e["stage_label"].split(" (")[0], f"{e['bytes'] / 1e6:.1f}", f"{e['instructions']:,}",
             f"{e['computations']:,}", f"{x['pp_s']:.2f}", f"{none['wall_s']:.2f}", _x(none["wall_s"], x["pp_s"]),
-            f"{dflt['wall_s']:.2f}", _x(dflt["wall_s"], x["pp_s"]),
-            f"{1e6 * none['wall_s'] / e['instructions']:.1f}", f"{x['rss_kb'] / 1e3:.0f}",
-            f"{none['rss_kb'] / 1e3:.0f}", f"{dflt['rss_kb'] / 1e3:.0f}", str(none["runs"]),
+            _x(none["cpu_s"], x["pp_cpu_s"]), f"{dflt['wall_s']:.2f}", _x(dflt["wall_s"], x["pp_s"]),
+            _x(dflt["cpu_s"], x["pp_cpu_s"]), f"{1e6 * none['wall_s'] / e['instructions']:.1f}",
+            _mb(x["rss_kb"]), _mb(none["rss_kb"]), _mb(dflt["rss_kb"]), str(none["runs"]),
         ])
-    return table(rows, ["module", "class", "MB", "instructions", "comps", "XLA s", "ours s", "ratio",
-                        "default s", "ratio", "µs/instr", "XLA RSS", "ours RSS", "default RSS", "runs"])
+    return table(rows, ["module", "class", "MB", "instructions", "comps", "XLA s", "ours s", "ratio", "CPU ratio",
+                        "default s", "ratio", "CPU ratio", "µs/instr", "XLA RSS", "ours RSS", "default RSS", "runs"])
 
 
 def extra_table(results: list[dict]) -> str:
@@ -184,45 +198,49 @@ def extra_table(results: list[dict]) -> str:
             f"{rep['wall_s'] - rep['tool_total_s']:.2f}", str(rep["folds"]),
             f"{rep['wall_s']:.2f}", _x(rep["wall_s"], dflt["wall_s"]),
             f"{pb['wall_s']:.2f}" if pb else "-", _x(pb["wall_s"], none["wall_s"]) if pb else "-",
-            f"{pb['rss_kb'] / 1e3:.0f}" if pb else "-", f"{1e6 * none['wall_s'] / e['lines']:.1f}",
-            _x(none["cpu_s"], r["xla"]["pp_cpu_s"]),
+            _mb(pb["rss_kb"]) if pb else "-", f"{1e6 * none['wall_s'] / e['lines']:.1f}",
+            f"{1e3 * none['wall_s'] / e['computations']:.2f}",
         ])
     return table(rows, ["module", "parse s", "passes s", "print s", "other s", "folds", "--report s",
-                        "vs default", ".pb s", "vs text", ".pb RSS", "µs/line", "CPU ratio"])
+                        "vs default", ".pb s", "vs text", ".pb RSS", "µs/line", "ms/comp"])
 
 
 def startup_table(s: dict) -> str:
-    base = s["interpreter (python -c pass)"]["wall_s"]
-    rows = [[k, f"{1e3 * v['wall_s']:.0f}", f"{1e3 * (v['wall_s'] - base):.0f}", f"{v['rss_kb'] / 1e3:.0f}"]
+    base = s["interpreter (python -c pass)"]
+    rows = [[k, f"{1e3 * v['wall_s']:.0f}", f"{1e3 * (v['wall_s'] - base['wall_s']):.0f}", f"{1e3 * v['cpu_s']:.0f}",
+             f"{1e3 * (v['cpu_s'] - base['cpu_s']):.0f}", _mb(v["rss_kb"])]
             for k, v in s.items() if isinstance(v, dict)]
-    return table(rows, ["start-up", "ms", "ms over interpreter", "RSS MB"])
+    return table(rows, ["start-up", "wall ms", "over interpreter", "CPU ms", "over interpreter", "RSS MB"])
 
 
 def report(res: dict) -> str:
     results = res["modules"]
-    spreads = [sp for r in results for side, key in (("xla", "pp_s"), ("none", "wall_s"), ("default", "wall_s"))
-               if (sp := _spread(r[side], key)) is not None]
+    spreads = [sp for r in results for side, key in ((r["xla"], "pp_s"), (r["none"], "wall_s"), (r["default"], "wall_s"))
+               if (sp := _spread(side, key)) is not None]
+    cpu_spreads = [sp for r in results for side, key in ((r["xla"], "pp_cpu_s"), (r["none"], "cpu_s"),
+                                                         (r["default"], "cpu_s"))
+                   if (sp := _spread(side, key)) is not None]
     identical = all(r["none"].get("identical", True) for r in results)
     lines = [
         res["machine"],
         f"load average {res['load_before'][0]:.2f} before, {res['load_after'][0]:.2f} after; "
         f"{res['seconds'] / 60:.0f} min",
         "",
-        "XLA s = jaxlib parse+print in-process; ours s = `hlo-dedup FILE --passes= -o OUT`, "
-        "default = `hlo-dedup FILE -o OUT`, both process start to exit; ratio = ours / XLA; "
-        "µs/instr from ours s; RSS = peak MB",
+        "XLA s = jaxlib parse+print in-process (wall); ours s = `hlo-dedup FILE --passes= -o OUT`, default s = "
+        "`hlo-dedup FILE -o OUT`, each the whole process, start to exit (wall); ratio = ours / XLA; CPU ratio = "
+        "the same with user+sys CPU seconds (robust to other load); µs/instr from ours s; RSS = peak MB",
         main_table(results),
         "",
         "parse/passes/print = the --report run's own timings (its `timings`); other = that run's wall - "
         "in-tool total (interpreter, imports, writing the report and summary, exit); .pb = "
-        "`hlo-dedup FILE.pb --passes= -o OUT` vs the text run; CPU ratio = user+sys of `--passes=` / "
-        "XLA's parse+print CPU time (less sensitive to other load)",
+        "`hlo-dedup FILE.pb --passes= -o OUT` vs the text run; µs/line and ms/comp from ours s",
         extra_table(results),
         "",
         startup_table(res["startup"]) + f"   (median of {res['startup']['interpreter (python -c pass)']['runs']} runs; "
         f"module {res['startup']['module']})",
         "",
-        f"noise: spread (max-min)/median over runs: median {statistics.median(spreads):.0%}, worst {max(spreads):.0%} "
+        f"noise: spread (max-min)/median over runs: wall median {statistics.median(spreads):.0%}, worst "
+        f"{max(spreads):.0%}; CPU median {statistics.median(cpu_spreads):.0%}, worst {max(cpu_spreads):.0%} "
         f"({len(spreads)} cells with >1 run)" if spreads else "noise: single runs only",
         f"`--passes=` output byte-identical to the input: {identical}",
     ]
