@@ -14,6 +14,9 @@ in one run, each measurement in its own fresh process, interleaved run by run:
   written: `FILE --passes= -o OUT` (parse and print), `FILE -o OUT` (the default pipeline),
   `FILE -o OUT --report R.json`, and `FILE.pb --passes= -o OUT` (the binary HloModuleProto of
   the same module);
+* **bytecode**: the measured processes read compiled modules from a cache under
+  `benchmarks/out/real/pycache/`, as an installed package does (filled by an untimed first
+  round); one start-up row shows the cost without it (`PYTHONDONTWRITEBYTECODE=1`);
 * **peak RSS**: of each command process, as GNU time (`/usr/bin/time -f %M`) reports it;
   XLA's is its process's VmHWM (importing jaxlib alone is ~150 MB of it).
 
@@ -53,13 +56,29 @@ VARIANTS = {
 #: GNU time reports the peak RSS of the process it runs. Linux's own `ru_maxrss` of a child
 #: counts the memory it had as a fork of this (much larger) process before its exec.
 GNU_TIME = "/usr/bin/time"
+#: Bytecode caches of the measured processes, kept out of the source tree.
+PYCACHE = gen.OUT / "pycache"
 
 
-def run_python(args: list[str], workdir: Path) -> dict:
-    """`python ARGS` in a fresh process: wall, CPU (user+sys) and peak RSS of that process."""
+def child_env(bytecode_cache: bool = True) -> dict[str, str]:
+    """The environment of a measured process. With `bytecode_cache`, imports read compiled
+    modules from PYCACHE as an installed package reads its own; without, every import compiles
+    its source (what PYTHONDONTWRITEBYTECODE=1 does to a source checkout)."""
     env = dict(os.environ, CI="true")  # never a progress display
     env.setdefault("JAX_PLATFORMS", "cpu")
     env.pop("XLA_FLAGS", None)
+    if bytecode_cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+    return env
+
+
+def run_python(args: list[str], workdir: Path, bytecode_cache: bool = True) -> dict:
+    """`python ARGS` in a fresh process: wall, CPU (user+sys) and peak RSS of that process."""
+    env = child_env(bytecode_cache)
     rss_file = workdir / "rss.txt"
     rss_file.unlink(missing_ok=True)
     timer = [GNU_TIME, "-f", "%M", "-o", str(rss_file)] if os.access(GNU_TIME, os.X_OK) else []
@@ -119,20 +138,25 @@ def measure_module(entry: dict, runs: int, workdir: Path, with_pb: bool) -> dict
     return {"entry": entry, **{k: _median(v) for k, v in sides.items() if v}}
 
 
+#: label -> (arguments of python, with a bytecode cache)
 STARTUP = {
-    "interpreter (python -c pass)": ["-c", "pass"],
-    "import hlo_dedup.cli": ["-c", "import hlo_dedup.cli"],
-    "command, 1-layer module (text)": ["-m", "hlo_dedup", "{hlo}", "--passes=", "-o", "{out}"],
-    "command, 1-layer module (.pb)": ["-m", "hlo_dedup", "{pb}", "--passes=", "-o", "{out}"],
+    "interpreter (python -c pass)": (["-c", "pass"], True),
+    "import hlo_dedup.cli": (["-c", "import hlo_dedup.cli"], True),
+    "import hlo_dedup.cli, no bytecode cache": (["-c", "import hlo_dedup.cli"], False),
+    "command, 1-layer module (text)": (["-m", "hlo_dedup", "{hlo}", "--passes=", "-o", "{out}"], True),
+    "command, 1-layer module (.pb)": (["-m", "hlo_dedup", "{pb}", "--passes=", "-o", "{out}"], True),
 }
 
 
 def measure_startup(entry: dict, runs: int, workdir: Path) -> dict:
+    """The fixed costs, on a one-layer module; the first (untimed) round fills the bytecode cache."""
     hlo, pb, out = gen.OUT / entry["file"], gen.OUT / entry["pb"], workdir / "out.hlo"
     times: dict[str, list[dict]] = {k: [] for k in STARTUP}
-    for _ in range(runs):
-        for label, argv in STARTUP.items():
-            times[label].append(run_python([a.format(hlo=hlo, pb=pb, out=out) for a in argv], workdir))
+    for i in range(runs + 1):
+        for label, (argv, cached) in STARTUP.items():
+            res = run_python([a.format(hlo=hlo, pb=pb, out=out) for a in argv], workdir, cached)
+            if i:
+                times[label].append(res)
     return {"module": entry["file"], "bytes": entry["bytes"], **{k: _median(v) for k, v in times.items()}}
 
 

@@ -11,7 +11,8 @@ passes (`Pipeline.run`), print (`render_modules`), write (`write_output`), repor
 (`RunReport.dumps`, `RunReport.summary`). For each phase it lists the functions with the
 most own time: calls, own and cumulative seconds, µs per call, and calls per computation and
 per instruction (what a cost scales with). cProfile slows Python-heavy code about 2x: read the shares, not the seconds. The
-imports are `python -X importtime -c "import hlo_dedup.cli"`, largest first.
+imports are `python -X importtime -c "import hlo_dedup.cli"`, largest first. Every process
+reads compiled modules from the bytecode cache `real_modules.py` uses.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ sys.path.insert(0, str(HERE))
 
 import real_generate as gen  # noqa: E402
 from hotspots import _short  # noqa: E402
+from real_modules import child_env  # noqa: E402
 
 PROF_DIR = gen.OUT / "prof"
 #: phase -> (module, attribute) of what the command calls for it, looked up at run time.
@@ -108,7 +110,7 @@ def phase_report(prof: Path, entry: dict, top: int) -> list[str]:
 def profile_module(entry: dict, top: int) -> list[str]:
     out_dir = PROF_DIR / entry["name"]
     proc = subprocess.run([sys.executable, __file__, "--child", str(gen.OUT / entry["file"]), str(out_dir)],
-                          capture_output=True, text=True, env=dict(os.environ, CI="true"))
+                          capture_output=True, text=True, env=child_env())
     if proc.returncode != 0:
         raise RuntimeError(f"profiling {entry['name']} failed:\n{proc.stderr[-4000:]}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -128,8 +130,9 @@ def profile_module(entry: dict, top: int) -> list[str]:
 
 def imports_report(top: int) -> list[str]:
     """`-X importtime` of what the command imports, largest cumulative first."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import hlo_dedup.cli"],
-                          capture_output=True, text=True, check=True)
+    code = [sys.executable, "-X", "importtime", "-c", "import hlo_dedup.cli"]
+    subprocess.run(code, capture_output=True, check=True, env=child_env())  # fills the bytecode cache
+    proc = subprocess.run(code, capture_output=True, text=True, check=True, env=child_env())
     rows = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
