@@ -221,7 +221,7 @@ def _finish_when_dumped(build: Build, dump: Path, started: float, timings: dict)
         if time.monotonic() - stable_since < 2.0:
             continue
         timings["xla_dump_s"] = time.perf_counter() - started - 2.0
-        for stage, pair in zip(build.stages, files):
+        for stage, pair in zip(build.stages, files, strict=True):
             assert pair is not None
             shutil.copyfile(pair[0], OUT / f"{build.module_name(stage)}.hlo")
             shutil.copyfile(pair[1], OUT / f"{build.module_name(stage)}.pb")
@@ -356,8 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     manifest = load_manifest() if args.list else ensure(args.quick, args.force)
     for e in modules(manifest, args.quick):
         print(f"{e['file']:28} {e['bytes'] / 1e6:6.1f} MB {e['instructions']:>9,} instr "
-              f"{e['computations']:>6,} comps  {describe(e)}; lowered in {e['lower_s']:.0f}s, "
-              f"XLA dump in {e['xla_dump_s']:.0f}s")
+              f"{e['computations']:>6,} comps  {describe(e)}; its build: lowered in {e['lower_s']:.0f}s, "
+              f"XLA wrote its last dump in {e['xla_dump_s']:.0f}s")
     return 0
 
 
