@@ -247,8 +247,9 @@ def run_build(build: Build, dump: Path) -> None:
     lowered.compile(compiler_options={
         "xla_dump_to": str(dump), "xla_dump_hlo_as_text": True, "xla_dump_hlo_as_proto": True,
         "xla_dump_hlo_pass_re": "spmd-partitioning"})
-    while True:  # a small module compiles before the files settle: the watcher ends the process
-        time.sleep(1)
+    # A small module compiles before its files settle: the watcher ends the process.
+    time.sleep(60)
+    raise RuntimeError(f"the XLA dump in {dump} never held all of {', '.join(build.stages)}")
 
 
 def describe_build(build: Build) -> dict:
