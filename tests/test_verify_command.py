@@ -176,6 +176,6 @@ def test_a_successful_verify_is_in_the_report(tmp_path: Path) -> None:
         "num_partitions": 8,
         "summary": "equal: 1 output bitwise identical (8 devices: 1 replica x 8 partitions, seed 0)",
     }
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     status, _, _ = _main(DATA / "jax" / "cond.hlo", "-o", tmp_path / "plain.hlo", "--report", report)
     assert status == 0 and "verify" not in json.loads(report.read_text())["modules"][0]

@@ -157,14 +157,17 @@ def write_report_outputs(report: RunReport, options: RunOptions, stdout: TextIO 
     return errors
 
 
-def check_outputs(options: RunOptions, runs: Sequence[tuple[str, str]], *, check_module_outputs: bool = True) -> None:
+def check_outputs(options: RunOptions, runs: Sequence[tuple[str, str | None]], *,
+                  check_module_outputs: bool = True) -> None:
     """Before anything is written: UsageError or FormatError if an output cannot be written
     or two of them, or an output and an input, are the same file.
 
-    `runs` are the (input, output) pairs of the run; an output may be its own input (the
-    module is rewritten in place) but no other run's input. With `check_module_outputs`
-    False (batch mode, whose output directories do not exist yet) only the aggregate
-    outputs are checked for writability."""
+    `runs` are the (input, output) pairs of the run (output None: none is written, as with
+    --report-only); an output may be its own input (the module is rewritten in place) but no
+    other run's input. With `check_module_outputs` False (batch mode, whose output
+    directories do not exist yet) only the aggregate outputs are checked for writability."""
+    if options.report_only:
+        runs = [(input, None) for input, _ in runs]
     aggregates = [(flag, path) for flag, path, _ in report_outputs(options)]
     to_stdout = [flag for flag, path in [*aggregates, *(("-o", out) for _, out in runs)] if path == STDIO]
     if len(to_stdout) > 1:
@@ -174,7 +177,8 @@ def check_outputs(options: RunOptions, runs: Sequence[tuple[str, str]], *, check
         missing = graphviz_missing(path) if path != STDIO and image_format_for(path) else None
         if missing:
             raise UsageError(missing)
-    checked = [path for _, path in aggregates] + ([out for _, out in runs] if check_module_outputs else [])
+    checked = [path for _, path in aggregates] + ([out for _, out in runs if out is not None]
+                                                  if check_module_outputs else [])
     for path in checked:
         if path != STDIO:
             try:
@@ -188,7 +192,7 @@ def check_outputs(options: RunOptions, runs: Sequence[tuple[str, str]], *, check
         if key is not None:
             owners.setdefault(key, (f"the input {input}", index))
     for index, (_, output) in enumerate(runs):
-        key = same_file_key(output) if output != STDIO else None
+        key = same_file_key(output) if output not in (STDIO, None) else None
         if key is None:
             continue
         owner = owners.get(key)
