@@ -34,6 +34,7 @@ refuses --report/--dot naming an input or an output, and an output naming anothe
 
 from __future__ import annotations
 
+import gc
 import io
 import multiprocessing
 import os
@@ -336,9 +337,12 @@ def _run_until_broken(queue: Sequence[Task], options: RunOptions, workers: int,
         return None
     except KeyboardInterrupt:
         _stop_now(pool)
+        pool = None  # its queues' semaphores are unlinked when they are collected, not at exit
+        gc.collect()
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _worker_init() -> None:
@@ -358,10 +362,13 @@ def _stop_now(pool: ProcessPoolExecutor) -> None:
     if terminate is not None:
         terminate()
         return
-    processes = _workers(pool)  # shutdown() forgets them
+    processes = _workers(pool)  # shutdown() forgets them and the pool's thread
+    thread = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         try:
             process.terminate()
         except (OSError, ValueError, AttributeError):
             pass
+    if thread is not None:
+        thread.join(timeout=10)  # it sees the workers gone and lets go of the queues

@@ -76,9 +76,9 @@ def _workers_of(pid: int) -> list[int]:
 def test_a_worker_killed_from_outside_does_not_lose_files(tmp_path: Path) -> None:
     src = tmp_path / "in"
     src.mkdir()
-    n = 4_000_000  # a module that takes a while to read, so the worker is busy when it is killed
+    n = 8_000_000  # modules that take a while to read and write, so a worker is busy when it is killed
     big = f"HloModule big\n\nENTRY main {{\n  ROOT c = f32[{n}]{{0}} constant({{{', '.join(['0'] * n)}}})\n}}\n"
-    for i in range(3):
+    for i in range(4):
         (src / f"big{i}.hlo").write_text(big)
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
@@ -90,10 +90,10 @@ def test_a_worker_killed_from_outside_does_not_lose_files(tmp_path: Path) -> Non
         workers = _workers_of(proc.pid)
         time.sleep(0.05)
     assert workers, "no worker process found"
-    time.sleep(1.0)  # the workers are reading their files now
+    time.sleep(0.3)  # the workers have their first files now (each takes about a second)
     os.kill(workers[0], signal.SIGKILL)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr.decode()
-    assert "files: 3 ok, 0 failed (of 3)" in stderr.decode() and "Traceback" not in stderr.decode()
-    for i in range(3):
+    assert "files: 4 ok, 0 failed (of 4)" in stderr.decode() and "Traceback" not in stderr.decode()
+    for i in range(4):
         assert (out / f"big{i}.hlo").read_text() == big
