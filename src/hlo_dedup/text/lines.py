@@ -18,7 +18,9 @@ from ..ir.opcodes import OPCODES, is_known_opcode
 from ..ir.source import SourceSpan
 from ..syntax.lexer import split_attributes
 
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
+# A string up to its closing quote, or up to the end of the line when it has none: every
+# match consumes what it scanned, so masking the strings of a line is linear in its length.
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*+(")?|\'(?:[^\'\\\n]|\\.)*+(\')?')
 
 LINE = re.compile(
     r"(\n[ \t]*)(ROOT[ \t]+)?(%?)([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
@@ -80,6 +82,8 @@ def instruction_from_line(
     if tail and not _tail_is_one_line(tail):
         return None
     if opcode in PAYLOAD_OPCODES:
+        if opcode == "parameter" and not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
+            return None
         operands: list[HloInstruction] = []
         payload: str | None = ops
     else:
@@ -119,14 +123,27 @@ def _tail_is_one_line(tail: str) -> bool:
         and tail.count("'") == tail.count("\\'")  # only escaped ones, inside "..."
     ):
         return True
-    bare = _STRING.sub('""', tail)
+    bare = _without_strings(tail)
     return (
-        not bare.count('"') % 2
-        and "'" not in bare
+        bare is not None
         and bare.count("{") == bare.count("}")
         and bare.count("(") == bare.count(")")
         and bare.count("[") == bare.count("]")
     )
+
+
+def _without_strings(tail: str) -> str | None:
+    """`tail` with each string replaced by `""`; None if a string is not closed on the line."""
+    parts = []
+    last = 0
+    for m in _STRING.finditer(tail):
+        if m.group(1) is None and m.group(2) is None:
+            return None
+        parts.append(tail[last : m.start()])
+        parts.append('""')
+        last = m.end()
+    parts.append(tail[last:])
+    return "".join(parts)
 
 
 def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None:
