@@ -74,14 +74,62 @@ def read_source(path: str | os.PathLike[str], stdin: BinaryIO | None = None) -> 
 
 
 def _looks_binary(data: bytes) -> bool:
+    """True for a serialized proto. Text is bytes whose first 4 KiB are UTF-8 without
+    control characters; anything else is a proto only if it also reads as protobuf's wire
+    format from its first byte, so a text module with a stray Latin-1 or control byte
+    (which never parses that way: `HloModule` fails at its third byte) stays text."""
     head = data[:4096]
-    if b"\x00" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start < len(head) - 4  # a character cut by the 4 KiB window is fine
-    return any(b < 0x09 or 0x0E <= b < 0x20 for b in head)
+    if b"\x00" not in head:
+        try:
+            head.decode("utf-8")
+            clean = True
+        except UnicodeDecodeError as exc:
+            clean = exc.start >= len(head) - 4  # a character cut by the 4 KiB window is fine
+        if clean and not any(b < 0x09 or 0x0E <= b < 0x20 for b in head):
+            return False
+    return _reads_as_wire_format(data)
+
+
+#: Field numbers above this are not in HloSnapshot, HloProto or HloModuleProto (all < 40).
+_MAX_FIELD = 1000
+_FIELDS_TO_CHECK = 4096
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    value = shift = 0
+    for i in range(pos, min(pos + 10, len(data))):
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i + 1
+        shift += 7
+    return None
+
+
+def _reads_as_wire_format(data: bytes) -> bool:
+    """The top-level fields parse as protobuf wire format: valid tags and wire types, each
+    value inside the data. A proto cut short after its first complete field still counts
+    (its reader then says what is wrong); the first few thousand fields decide."""
+    pos = fields = 0
+    while pos < len(data) and fields < _FIELDS_TO_CHECK:
+        tag = _varint(data, pos)
+        if tag is None:
+            return fields > 0
+        number, wire_type = tag[0] >> 3, tag[0] & 7
+        pos = tag[1]
+        if not 1 <= number <= _MAX_FIELD or wire_type not in (0, 1, 2, 5):
+            return False
+        if wire_type in (0, 2):
+            value = _varint(data, pos)
+            if value is None:
+                return fields > 0
+            pos = value[1] + (value[0] if wire_type == 2 else 0)
+        else:
+            pos += 8 if wire_type == 1 else 4
+        if pos > len(data):
+            return fields > 0
+        fields += 1
+    return True
 
 
 def detect_format(path: str | os.PathLike[str], data: bytes) -> str:
