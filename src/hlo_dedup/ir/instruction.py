@@ -75,7 +75,7 @@ class HloInstruction:
         self.opcode = opcode
         self.parent: HloComputation | None = None
         self.operands: list[HloInstruction] = list(operands)
-        self._users: dict[HloInstruction, None] = {}
+        self._users: dict[HloInstruction, list[int] | None] = {}
         self.control_predecessors: list[HloInstruction] = []
         self.control_successors: list[HloInstruction] = []
         self.called_computations: list[HloComputation] = []
@@ -418,7 +418,7 @@ class HloInstruction:
         if old is new_operand:
             return
         self.operands[index] = new_operand
-        if not any(op is old for op in self.operands):
+        if old not in self.operands:
             old._users.pop(self, None)
         new_operand._users[self] = None
         self.mark_changed()
@@ -439,15 +439,16 @@ class HloInstruction:
     def replace_all_uses_with_different_shape(self, new_producer: HloInstruction) -> None:
         """Re-point users (not `new_producer` itself) and the root; control edges stay."""
         new_was_user = False
-        for user in list(self._users):
+        for user, known in list(self._users.items()):
             if user is new_producer:
                 new_was_user = True
                 continue
             ops = user.operands
-            for i, op in enumerate(ops):
-                if op is self:
-                    ops[i] = new_producer
-            new_producer._users[user] = None
+            found = _positions(user, self, known)
+            for at in found:
+                ops[at] = new_producer
+            # Where new_producer now sits in `user`: known exactly unless it was there before.
+            new_producer._users[user] = None if user in new_producer._users else found
             user.mark_changed()
             if user.opcode == "fusion":
                 user.parent_fusion_dedup()
@@ -529,6 +530,31 @@ class HloInstruction:
 
     def __str__(self) -> str:
         return self.to_text()
+
+
+_WIDE = 32
+
+
+def _positions(user: HloInstruction, operand: HloInstruction, known: list[int] | None) -> list[int]:
+    """Where `operand` is in `user.operands`.
+
+    `operand._users[user]` may hold the answer from an earlier call: it is reset to None
+    whenever an operand is put into `user` by other means, and operands are otherwise only
+    deleted, which moves the last known position onto something else or off the end; so a
+    list whose positions all still hold `operand` is complete. A wide user is indexed once
+    for all its operands, so folding thousands of gathers into one tuple stays linear."""
+    ops = user.operands
+    if known is not None and all(at < len(ops) and ops[at] is operand for at in known):
+        return known
+    if len(ops) < _WIDE:
+        return [i for i, op in enumerate(ops) if op is operand]
+    index: dict[HloInstruction, list[int]] = {}
+    for i, op in enumerate(ops):
+        index.setdefault(op, []).append(i)
+    for op, at in index.items():
+        if user in op._users:
+            op._users[user] = at
+    return index[operand]
 
 
 __all__ = ["HloInstruction", "HloIrError", "shapes_equal"]

@@ -31,6 +31,8 @@ _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations"
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
 _HEADER_INT = re.compile(r"[0-9]+")
+# `#i#j...` after an operand name: indices of at most 18 digits (int64), each a whole token.
+_INDEX_RUN = re.compile(r"(?:#[0-9]{1,18}(?![\w.?]|-(?!>)))+")
 #: Nesting of tuple shapes and of nested-instruction operands the reader follows: far
 #: beyond anything XLA writes, and reported where it is exceeded.
 MAX_NESTING = 200
@@ -475,15 +477,14 @@ class _Parser:
                 refs.append(_Operand(nested.name, tstart, nested=nested))
             else:
                 pos = tend
-                indices: list[int] = []
-                while text.startswith("#", pos):
-                    num, nend = token_at(text, pos + 1)
-                    index = int64(num) if num.isdigit() else None
-                    if index is None:
-                        raise self.error(pos + 1, "expected a tuple index (int64) after '#'")
-                    indices.append(index)
-                    pos = nend
-                refs.append(_Operand(tok.lstrip("%"), tstart, tuple(indices)))
+                indices: tuple[int, ...] = ()
+                run = _INDEX_RUN.match(text, pos)
+                if run is not None:
+                    indices = tuple(map(int, run.group()[1:].split("#")))
+                    pos = run.end()
+                if text.startswith("#", pos):
+                    raise self.error(pos + 1, "expected a tuple index (int64) after '#'")
+                refs.append(_Operand(tok.lstrip("%"), tstart, indices))
             tok, tstart, tend = next_token(text, pos)
             if tok == ")":
                 return refs, tend, with_shapes
