@@ -197,7 +197,7 @@ def deep_attribute_braces(rng: random.Random, scale: float) -> str:
 
 
 def compact_gte_chain(rng: random.Random, scale: float) -> str:
-    n = _size(rng, 100_000, scale)
+    n = max(1, _size(rng, 100_000, scale))
     depth = min(n, rng.choice((1, 3, 50)))
     shape = "(" * depth + "f32[]" + ")" * depth
     uses = "".join(f"  u{k} = f32[] negate(p{'#0' * rng.randrange(1, n + 1)})\n" for k in range(rng.randrange(1, 4)))
@@ -240,12 +240,13 @@ def replica_groups(rng: random.Random, scale: float) -> str:
         value = "[" + "9" * _size(rng, 5000, scale) + ",1]<=[1]"
     elif form == 4:
         value = "[2,2]<=[" + ",".join(["1"] * _size(rng, 100_000, scale)) + "]T(" + ",".join(["0"] * 3) + ")"
-    else:  # many gathers with distinct big iota values: nothing may be spelled out per gather
+    else:  # many gathers with distinct big iota values (twice each: they fold)
         lines = ["p = f32[1] parameter(0)"]
         for k in range(_size(rng, 2_000, scale)):
             perm = list(range(20))
             rng.shuffle(perm)
-            lines.append(f"a{k} = f32[1048576] all-gather(p), replica_groups=[1,1048576]<=[{','.join(['2'] * 20)}]T({','.join(map(str, perm))}), dimensions={{0}}")
+            value = f"[1,1048576]<=[{','.join(['2'] * 20)}]T({','.join(map(str, perm))})"
+            lines += [f"{x}{k} = f32[1048576] all-gather(p), replica_groups={value}, dimensions={{0}}" for x in "ab"]
         return _module(*lines, "ROOT t = () tuple()")
     return _module("p = f32[2] parameter(0)", f"a = f32[4] all-gather(p), replica_groups={value}, dimensions={{0}}",
                    f"b = f32[4] all-gather(p), replica_groups={value}, dimensions={{0}}", "ROOT t = (f32[4], f32[4]) tuple(a, b)")
@@ -378,6 +379,19 @@ def long_shapes(rng: random.Random, scale: float) -> str:
     return _module(f"p = {shape} parameter(0)", f"ROOT c = {shape} copy(p)")
 
 
+def nested_operands(rng: random.Random, scale: float) -> str:
+    n = _size(rng, 20_000, scale)
+    opcode = rng.choice(("constant(0)", "parameter(0)", "negate(f32[] constant(1))"))
+    return _module("ROOT t = tuple(" + ", ".join(f"f32[] {opcode}" for _ in range(n)) + ")")
+
+
+def line_regex_stress(rng: random.Random, scale: float) -> str:
+    """Lines the one-line reader's regular expression might backtrack on."""
+    n = _size(rng, 100_000, scale)
+    unit = rng.choice((") a((", ") a(b) ", " ) x", "(f32[], ", "[", "{", "=", "\t"))
+    return _module("p = f32[] parameter(0)", f"q = ({unit * n} parameter(1)", "ROOT r = f32[] negate(p)")
+
+
 def stack_frames(rng: random.Random, scale: float) -> str:
     n = _size(rng, 50_000, scale)
     names = "\n".join(f'  {k} "f{k}.py"' for k in range(1, n))
@@ -392,6 +406,7 @@ GENERATORS: dict[str, Callable[[random.Random, float], str]] = {
         control_predecessors, replica_groups, long_strings, unterminated_comments, long_names, call_chain,
         bare_shape_chain, fusion_dead_parameters, many_gathers, huge_numbers, split_markers,
         whitespace_and_comments, token_soup, many_computations, many_attributes, long_shapes, stack_frames,
+        nested_operands, line_regex_stress,
     )
 }
 

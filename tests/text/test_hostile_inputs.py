@@ -182,6 +182,23 @@ def test_huge_iota_replica_groups_are_a_clear_error(tmp_path: Path) -> None:
     assert ERROR_LINE.match(stderr) and "more than 1048576 devices" in stderr
 
 
+def test_iota_replica_groups_beyond_the_modules_devices_are_a_clear_error(tmp_path: Path) -> None:
+    """replica_count x num_partitions bounds what a compact form may name (XLA's verifier
+    rule); a header that does not say (1 x 1) leaves them unbounded, as in XLA."""
+    gathers = [f"{x} = f32[1048576] all-gather(p), replica_groups=[1,1048576]<=[1024,1024]T(1,0), dimensions={{0}}" for x in "ab"]
+    text = module("p = f32[1] parameter(0)", *gathers, "ROOT t = (f32[1048576], f32[1048576]) tuple(a, b)",
+                  header="HloModule m, replica_count=4, num_partitions=2")
+    status, stderr, _ = command(tmp_path, text)
+    assert status == 2 and "name 1048576 devices, the module runs on 8" in stderr
+    m = ERROR_LINE.match(stderr)
+    assert m and (int(m.group(1)), int(m.group(2))) == located(text, "[1,1048576]<=[1024,1024]T(1,0), dimensions={0}\n  b")
+    small = text.replace("1048576", "8").replace("[1024,1024]T(1,0)", "[2,4]T(1,0)")
+    status, stderr, _ = command(tmp_path, small)
+    assert status == 0 and "1 fold" in stderr
+    status, stderr, _ = command(tmp_path, small.replace(", replica_count=4, num_partitions=2", ""))
+    assert status == 0 and "1 fold" in stderr
+
+
 def test_iota_replica_groups_compare_without_being_spelled_out() -> None:
     big = "[1,1048576]<=[1024,1024]T(1,0)"
     same = "[1,1048576]<=[2,512,1024]T(2,0,1)"  # the same groups, another spelling

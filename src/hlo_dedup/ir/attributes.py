@@ -288,11 +288,21 @@ def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
 
     raw = inst.attr("replica_groups")
     try:
-        return ReplicaGroups.parse(raw if raw is not None else "{}")
+        groups = ReplicaGroups.parse(raw if raw is not None else "{}")
     except TextSyntaxError as e:
         raise attribute_error(inst, "replica_groups", f"bad replica_groups: {e.message}", e.offset or 0) from None
     except ValueError as e:  # an IR invariant the groups break
         raise attribute_error(inst, "replica_groups", f"bad replica_groups: {e}") from None
+    module = inst.module
+    if groups.kind != "list" and module is not None:
+        # A compact form may name more devices than the module runs on; XLA's verifier
+        # rejects that (replica_count x num_partitions of 1 means "not said", as there).
+        devices = module.replica_count * module.num_partitions
+        named = len(groups.groups) * groups.groups.group_size
+        if 1 < devices < named:
+            raise attribute_error(inst, "replica_groups", f"bad replica_groups: they name {named} devices, the module "
+                                  f"runs on {devices} (replica_count x num_partitions)")
+    return groups
 
 
 def decode_frontend_attributes(inst: HloInstruction) -> dict[str, str]:
