@@ -201,6 +201,10 @@ def compact_gte_chain(rng: random.Random, scale: float) -> str:
     depth = min(n, rng.choice((1, 3, 50)))
     shape = "(" * depth + "f32[]" + ")" * depth
     uses = "".join(f"  u{k} = f32[] negate(p{'#0' * rng.randrange(1, n + 1)})\n" for k in range(rng.randrange(1, 4)))
+    if rng.random() < 0.3:  # the chain hangs off a gather that is folded: its users are rewritten
+        gathers = "".join(f"  {x} = {shape} all-gather(q), replica_groups={{}}, dimensions={{0}}\n" for x in ("a", "p"))
+        return (f"HloModule m\nENTRY e {{\n  q = f32[] parameter(0)\n{gathers}{uses}"
+                f"  ROOT n = ({shape}, f32[]) tuple(a, p{'#0' * n})\n}}\n")
     return f"HloModule m\nENTRY e {{\n  p = {shape} parameter(0)\n{uses}  ROOT n = f32[] negate(p{'#0' * n})\n}}\n"
 
 

@@ -152,6 +152,18 @@ def test_long_compact_gte_chain(tmp_path: Path) -> None:
     assert status == 0 and out == text.encode()
 
 
+def test_folding_the_base_of_a_long_compact_chain(tmp_path: Path) -> None:
+    """The fold rewrites every line that prints the chain; marking them is not recursive."""
+    depth = 20_000
+    text = module("p = f32[2] parameter(0)",
+                  "a = (f32[4]) all-gather(p), replica_groups={{0,1}}, dimensions={0}",
+                  "b = (f32[4]) all-gather(p), replica_groups={{0,1}}, dimensions={0}",
+                  "n = f32[4] negate(b" + "#0" * depth + ")", "ROOT t = ((f32[4]), f32[4]) tuple(a, n)")
+    status, stderr, out = command(tmp_path, text, "--passes=neuron_all_gather_duplicate_remover")
+    assert status == 0, stderr
+    assert "n = f32[4] negate(a" + "#0" * depth + ")" in out.decode() and "\n  b = " not in out.decode()
+
+
 def test_unterminated_string_of_escaped_quotes(tmp_path: Path) -> None:
     text = module("p = f32[] parameter(0)", 'ROOT n = f32[] negate(p), metadata={op_name="' + '\\"' * 200_000)
     status, stderr, _ = command(tmp_path, text)

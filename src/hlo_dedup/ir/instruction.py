@@ -388,19 +388,21 @@ class HloInstruction:
 
     # --------------------------------------------------------------- editing
     def mark_changed(self) -> None:
-        """Forget the source line so the printer regenerates it."""
-        span = self.span
-        span.edited = True
-        if self.parent is not None:
-            self.parent.mark_changed()
-        # A compact GTE (`%t#0`) or a nested operand is printed inside its users' lines.
-        if span.compact_gte_base is not None:
-            for user in self._users:
-                if user.source_line is not None or user.span.compact_gte_base is not None:
-                    user.mark_changed()
-        host = span.host
-        if host is not None and host.source_line is not None:
-            host.mark_changed()
+        """Forget the source line so the printer regenerates it, and the lines of what prints
+        this instruction inside itself: users of a compact GTE (`%t#0`), the host of a nested
+        operand. Walked without recursion: a compact chain can be 100,000 levels deep."""
+        stack = [self]
+        while stack:
+            inst = stack.pop()
+            span = inst.span
+            span.edited = True
+            if inst.parent is not None:
+                inst.parent.mark_changed()
+            if span.compact_gte_base is not None:
+                stack.extend(u for u in inst._users if u.source_line is not None or u.span.compact_gte_base is not None)
+            host = span.host
+            if host is not None and host.source_line is not None:
+                stack.append(host)
 
     def replace_operand_with(self, index: int, new_operand: HloInstruction) -> None:
         """ReplaceOperandWith: shape-checked (CompatibleIgnoringFpPrecision) operand swap."""
