@@ -93,10 +93,14 @@ class ReplicaGroups:
 def parse_replica_groups(text: str) -> ReplicaGroups:
     """Parse a ``replica_groups=`` value; memoised because modules repeat the
     same few values on every collective. Raises :class:`ReplicaGroupsError`."""
+    if _PLAIN_LIST.fullmatch(text):  # as XLA prints it: no blanks, no comments
+        inner = text[2:-2]
+        groups = tuple(tuple(map(int, g.split(","))) if g else () for g in inner.split("},{")) if text != "{}" else ()
+        return ReplicaGroups(DeviceGroups(groups), text, "list")
     p = _Parser(text)
-    groups, kind = p.value()
+    value, kind = p.value()
     p.finish("replica groups")
-    return ReplicaGroups(groups, text, kind)
+    return ReplicaGroups(value, text, kind)
 
 
 # ----------------------------------------------------------------------------
@@ -233,6 +237,8 @@ def _mesh_groups(sizes: tuple[int, ...], devices: list[int], refs: list[_AxisRef
 # ----------------------------------------------------------------------------
 
 _INT_RE = re.compile(r"-?[0-9]+")
+_PLAIN_GROUP = r"\{(?:-?[0-9]{1,18}(?:,-?[0-9]{1,18})*)?\}"
+_PLAIN_LIST = re.compile(rf"\{{(?:{_PLAIN_GROUP}(?:,{_PLAIN_GROUP})*)?\}}")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _STRING_RE = re.compile(r"\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)'")
 
