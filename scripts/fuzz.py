@@ -10,8 +10,8 @@ Cases mutate the corpus beside the checkout (../shared/corpus/xla-hlo), tests/da
 examples/, or are crafted to be deep, long or huge (tests/fuzz/fuzz_inputs.py); each runs
 with one of several option sets. The contract (tests/fuzz/fuzz_runner.py): exit 0, or one
 located error line with exit 2 (exit 1 only for a RET_CHECK), no traceback, no internal
-error, no signal, at most --timeout seconds and --memory-mb more resident memory (+100
-bytes per input byte). Every violating input is saved under --out with a JSON file that
+error, no signal, at most --timeout seconds (+2 s per MB of input) and --memory-mb more
+resident memory (+100 bytes per input byte). Every violating input is saved under --out with a JSON file that
 says what happened and the command that reproduces it; the exit status is 1 if any.
 """
 
@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=11, help="campaign seed (default 11)")
     parser.add_argument("--scale", type=float, default=1.0, help="size of crafted inputs (1.0: up to ~1 MB)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds a case may take (default 10)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds a case may take, plus 2 s per MB (default 10)")
     parser.add_argument("--memory-mb", type=int, default=512, help="resident MB a case may add (default 512)")
     parser.add_argument("--no-protos", action="store_true", help="no .pb/.pbtxt cases (they need jax)")
     parser.add_argument("--subprocess", action="store_true", help="run every case as its own process")

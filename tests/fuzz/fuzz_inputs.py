@@ -228,7 +228,7 @@ def control_predecessors(rng: random.Random, scale: float) -> str:
 def replica_groups(rng: random.Random, scale: float) -> str:
     form = rng.randrange(6)
     if form == 0:
-        n = _size(rng, 200_000, scale)
+        n = _size(rng, 50_000, scale)
         value = "{" + ",".join("{" + ",".join(map(str, range(k, k + 2))) + "}" for k in range(0, 2 * n, 2)) + "}"
     elif form == 1:
         g, s = rng.choice(((1, 100_000_000), (1 << 10, 1 << 10), (1 << 20, 1), (2, 3), (0, 5), (1, 1 << 20)))

@@ -3,9 +3,9 @@
 The contract (README, "Exit codes"): exit 0, or exactly one line `file:line:col: error: ...`
 (`file: error: ...` for a problem that has no position, such as an unreadable proto) with
 exit 2; exit 1 only for a pass's RET_CHECK. Never a traceback, an `internal error`, a death
-by signal, more than `timeout` seconds or more than `memory_mb` + 100 bytes per input byte
-of resident memory. On success the output must read back (and with `--passes=` it must be
-the input, byte for byte).
+by signal, more than `timeout` seconds (plus 2 s per MB of input: linear is fine, quadratic
+is not) or more than `memory_mb` + 100 bytes per input byte of resident memory. On success
+the output must read back (and with `--passes=` it must be the input, byte for byte).
 
 Cases run in-process (`hlo_dedup.cli.main`) in worker processes, so a hang, a crash or a
 runaway allocation costs one worker (restarted) and is recorded; `subprocess=True` runs each
@@ -44,8 +44,11 @@ HARD_LIMIT_MB = 4096  # RLIMIT_DATA of every process running a case: the machine
 
 @dataclass
 class Limits:
-    timeout: float = 10.0
+    timeout: float = 10.0  # seconds a case may take, plus 2 s per MB of input
     memory_mb: int = 512  # resident memory a case may add, plus 100 bytes per input byte
+
+    def seconds(self, size: int) -> float:
+        return self.timeout + 2.0 * size / 2**20
 
 
 @dataclass
@@ -82,13 +85,13 @@ def judge(result: Result, case: Case, limits: Limits) -> None:
     if result.signal is not None:
         return fail("signal", result.signal)
     if result.status is None:
-        return fail("timeout", f"no answer after {limits.timeout:.0f} s")
+        return fail("timeout", f"no answer after {limits.seconds(result.size):.0f} s")
     if "Traceback" in result.stderr:
         return fail("traceback", _first(lines, "Traceback"))
     if "internal error" in result.stderr:
         kind = "memory" if "MemoryError" in result.stderr else "internal-error"
         return fail(kind, _first(lines, "internal error"))
-    if result.seconds > limits.timeout:
+    if result.seconds > limits.seconds(result.size):
         return fail("timeout", f"{result.seconds:.1f} s")
     if result.peak_mb > allowed_mb:
         return fail("memory", f"{result.peak_mb:.0f} MB resident (limit {allowed_mb:.0f} MB)")
@@ -225,7 +228,7 @@ class Worker:
         self.proc.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
         self.busy = (case, result)
-        self.deadline = time.monotonic() + 2 * self.timeout + (60 if self.fresh else 5)
+        self.deadline = time.monotonic() + 2 * self.timeout + 4.0 * len(case.data) / 2**20 + (60 if self.fresh else 5)
 
     def kill(self) -> None:
         try:
@@ -242,7 +245,8 @@ def _pythonpath() -> str:
 def run_in_subprocess(case: Case, input: Path, work: Path, limits: Limits) -> Result:
     """The case as `python -m hlo_dedup ...`: signals and memory seen from outside."""
     result = _blank(case)
-    status, stderr, seconds, peak_mb = _child([sys.executable, "-m", "hlo_dedup", *case_argv(case, input, work)], limits)
+    status, stderr, seconds, peak_mb = _child([sys.executable, "-m", "hlo_dedup", *case_argv(case, input, work)], limits,
+                                              len(case.data))
     result.stderr, result.seconds, result.peak_mb = stderr, seconds, peak_mb
     if status is None or status >= 0:
         result.status = status
@@ -251,14 +255,15 @@ def run_in_subprocess(case: Case, input: Path, work: Path, limits: Limits) -> Re
     if status == 0:
 
         def reread(out: Path, w: Path) -> tuple[int, str]:
-            again = _child([sys.executable, "-m", "hlo_dedup", str(out), "--passes=", "-o", str(w / "reread.hlo")], limits)
+            again = _child([sys.executable, "-m", "hlo_dedup", str(out), "--passes=", "-o", str(w / "reread.hlo")], limits,
+                           out.stat().st_size)
             return (again[0] if again[0] is not None else -1), again[1]
 
         result.extra["output"] = output_checks(case, input, work, reread)
     return result
 
 
-def _child(argv: list[str], limits: Limits) -> tuple[int | None, str, float, float]:
+def _child(argv: list[str], limits: Limits, size: int) -> tuple[int | None, str, float, float]:
     """(exit status, or minus the signal, or None on timeout; stderr; seconds; peak MB)."""
     env = {**os.environ, "PYTHONPATH": _pythonpath()}
     with tempfile.TemporaryFile() as err:
@@ -266,7 +271,7 @@ def _child(argv: list[str], limits: Limits) -> tuple[int | None, str, float, flo
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
                                 preexec_fn=limit_memory, start_new_session=True)
         timed_out = []
-        timer = threading.Timer(limits.timeout * 3, lambda: (timed_out.append(True), os.killpg(proc.pid, signal.SIGKILL)))
+        timer = threading.Timer(limits.seconds(size) * 3, lambda: (timed_out.append(True), os.killpg(proc.pid, signal.SIGKILL)))
         timer.start()
         _, wait_status, usage = os.wait4(proc.pid, 0)
         timer.cancel()
@@ -381,7 +386,7 @@ def _run_pooled(c: Campaign, root: Path, cases, results: list[Result]) -> None: 
             for w in [w for w in workers if w.busy is not None and time.monotonic() > w.deadline]:
                 case, result = w.busy  # type: ignore[misc]
                 w.busy = None
-                result.seconds = 2 * c.limits.timeout
+                result.seconds = 2 * c.limits.seconds(result.size)
                 _replace(workers, w, selector, c)
                 judge(result, case, c.limits)
                 _finish(c, root, case, result, results)
