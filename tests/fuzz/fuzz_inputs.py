@@ -420,7 +420,7 @@ GENERATORS: dict[str, Callable[[random.Random, float], str]] = {
 def proto_seeds() -> tuple[bytes, ...]:
     """HloModuleProtos of the JAX test modules, by XLA itself (empty without jax)."""
     try:
-        xc = __import__("jax._src.lib.xla_client", fromlist=["hlo"])
+        from jax._src.lib import xla_client as xc
     except ImportError:
         return ()
     out = []
