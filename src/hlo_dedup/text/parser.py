@@ -19,23 +19,18 @@ from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
-from ..ir.shape import PrimitiveType
 from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
-from ..syntax.cursor import TextCursor, TextSyntaxError, int64
+from ..syntax.cursor import TextSyntaxError, int64
 from ..syntax.errors import HloParseError, line_col
-from ..syntax.lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
-from .lines import LINE, PAYLOAD_OPCODES, instruction_from_line, intern_lead, shape_required
+from ..syntax.lexer import IDENT, ScanError, match_group, name_list, next_token, skip_trivia, split_attributes, token_at
+from .lines import LINE, MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, instruction_from_line, intern_lead, shape_end, shape_required
 
-_PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
 _HEADER_INT = re.compile(r"[0-9]+")
 # `#i#j...` after an operand name: indices of at most 18 digits (int64), each a whole token.
 _INDEX_RUN = re.compile(r"(?:#[0-9]{1,18}(?![\w.?]|-(?!>)))+")
-#: Nesting of tuple shapes and of nested-instruction operands the reader follows: far
-#: beyond anything XLA writes, and reported where it is exceeded.
-MAX_NESTING = 200
 #: Longest name given to a get-tuple-element rebuilt from `%t#i#j...`: each level appends
 #: `_i` to the one before, which a long chain must not turn into quadratic text.
 _MAX_COMPACT_GTE_NAME = 256
@@ -272,7 +267,7 @@ class _Parser:
             pos = match_group(text, start)
             pos = self.expect(pos, "->")
             sstart = skip_trivia(text, pos)
-            send = self.scan_shape(sstart)
+            send = shape_end(text, sstart)
             if send is None:
                 raise self.error(sstart, "expected result shape after '->'")
             pos = send
@@ -416,15 +411,15 @@ class _Parser:
     ) -> tuple[HloInstruction, int]:
         """`shape? opcode(operands)` at `pos`; returns the new instruction and the end."""
         text = self.text
-        shape_end = self.scan_shape(pos)
+        end_of_shape = shape_end(text, pos)
         shape_text = None
-        if shape_end is not None:
-            shape_text = text[pos:shape_end]
-            pos = skip_trivia(text, shape_end)
+        if end_of_shape is not None:
+            shape_text = text[pos:end_of_shape]
+            pos = skip_trivia(text, end_of_shape)
         tok, start, end = next_token(text, pos)
         opcode = tok
         if not is_known_opcode(opcode):
-            if shape_text is None and opcode in _PRIMITIVE_NAMES:
+            if shape_text is None and opcode in PRIMITIVE_NAMES:
                 raise self.error(start, "malformed shape")
             raise self.error(start, f"unknown opcode {opcode or 'end of input'!r}")
         if shape_text is None and shape_required(opcode):
@@ -465,10 +460,10 @@ class _Parser:
             return refs, end, False
         while True:
             start = shape_start = skip_trivia(text, pos)
-            shape_end = self.scan_shape(start)
-            if shape_end is not None:
+            end_of_shape = shape_end(text, start)
+            if end_of_shape is not None:
                 with_shapes = True
-                start = skip_trivia(text, shape_end)
+                start = skip_trivia(text, end_of_shape)
             tok, tstart, tend = next_token(text, start)
             if not tok or tok in ",)" or not IDENT.fullmatch(tok.lstrip("%")) or tok.endswith(":"):
                 raise self.error(tstart, "expected operand name")
@@ -545,7 +540,7 @@ class _Parser:
         for key, raw, off in attrs:
             if key in CALLED_COMPUTATION_KEYS:
                 callees = []
-                for cname, coff in self.name_list(raw, off):
+                for cname, coff in name_list(raw, off):
                     callee = module.get_computation(cname)
                     if callee is None:
                         raise self.error(coff, f"unknown computation {cname!r}")
@@ -556,7 +551,7 @@ class _Parser:
             elif key == "control-predecessors":
                 # As AddControlDependencyTo: an edge named twice is one edge.
                 preds: dict[HloInstruction, None] = dict.fromkeys(inst.control_predecessors)
-                for pname, poff in self.name_list(raw, off):
+                for pname, poff in name_list(raw, off):
                     pred = state.lookup(pname)
                     if pred is None:
                         raise self.error(poff, f"unknown control predecessor {pname!r}")
@@ -568,68 +563,6 @@ class _Parser:
                     else:  # the shared empty tuple of a freshly read instruction
                         pred.control_successors = [inst]
                 inst.control_predecessors = list(preds)
-
-    def name_list(self, raw: str, offset: int) -> list[tuple[str, int]]:
-        """Names in `%a`, `{%a, %b}` or `%a, %b` (comments allowed), with their offsets."""
-        cursor = TextCursor(raw)
-        out: list[tuple[str, int]] = []
-        try:
-            braced = cursor.eat("{")
-            if not (braced and cursor.eat("}")):
-                while True:
-                    cursor.skip()
-                    m = _NAME_IN_LIST.match(raw, cursor.pos)
-                    if m is None:
-                        raise cursor.error(f"expected a name, found {cursor.describe()}")
-                    out.append((m.group(1), offset + m.start()))
-                    cursor.pos = m.end()
-                    if not cursor.eat(","):
-                        break
-                if braced:
-                    cursor.expect("}", "to end the list of names")
-            cursor.finish("the list of names")
-        except TextSyntaxError as e:
-            raise self.error(offset + (e.offset or 0), e.message) from None
-        return out
-
-    # ----------------------------------------------------------------- shapes
-    def scan_shape(self, pos: int, depth: int = 0) -> int | None:
-        """End of the shape starting at `pos`, or None if no shape starts there."""
-        text = self.text
-        if pos >= len(text):
-            return None
-        ch = text[pos]
-        if ch == "(":
-            if depth >= MAX_NESTING:
-                raise self.error(pos, f"tuple shape nests deeper than {MAX_NESTING} levels")
-            i = skip_trivia(text, pos + 1)
-            if text.startswith(")", i):
-                return i + 1
-            while True:
-                end = self.scan_shape(i, depth + 1)
-                if end is None:
-                    return None
-                tok, start, tend = next_token(text, end)
-                if tok == ")":
-                    return tend
-                if tok != ",":
-                    return None
-                i = skip_trivia(text, tend)
-        tok, end = token_at(text, pos)
-        if tok == "b" and text.startswith("(", end):
-            return match_group(text, end)
-        if tok not in _PRIMITIVE_NAMES or not text.startswith("[", end):
-            return None
-        end = match_group(text, end)
-        j = skip_trivia(text, end)
-        if text.startswith("{", j):
-            k = skip_trivia(text, j + 1)
-            if k < len(text) and (text[k].isdigit() or text[k] == ":"):
-                return match_group(text, j)
-        return end
-
-
-_NAME_IN_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
