@@ -164,6 +164,23 @@ def test_folding_the_base_of_a_long_compact_chain(tmp_path: Path) -> None:
     assert "n = f32[4] negate(a" + "#0" * depth + ")" in out.decode() and "\n  b = " not in out.decode()
 
 
+@pytest.mark.parametrize("operand", ["p#3", "f32[] negate(f32[] constant(1))"], ids=["compact GTE", "nested"])
+def test_errors_in_instructions_without_a_line_are_located_at_the_line_holding_them(tmp_path: Path, operand: str) -> None:
+    """A compact GTE or a nested operand is written inside another instruction's line: a
+    value of it found bad is reported there (it was 0:0)."""
+    text = module("p = (f32[2]) parameter(0)", f"c = f32[2] convert({operand})",
+                  GATHER.replace("(p)", "(c)"), "ROOT t = (f32[4,4]) tuple(a)")
+    parsed = parse_module(text, "m.hlo")
+    hidden = next(i for i in parsed.entry if i.span.start < 0)
+    with pytest.raises(HloParseError) as info:
+        hidden.shape if operand == "p#3" else hidden.tuple_index  # noqa: B018 - no element 3; no index
+    assert (info.value.line, info.value.column) == located(text, "c = f32[2]")
+    status, stderr, _ = command(tmp_path, text)
+    if operand == "p#3":  # the walk reads the convert's operand shape: p has no element 3
+        assert status == 2 and ERROR_LINE.match(stderr) and located(text, "c = f32[2]") == tuple(
+            map(int, ERROR_LINE.match(stderr).groups()))  # type: ignore[union-attr]
+
+
 def test_unterminated_string_of_escaped_quotes(tmp_path: Path) -> None:
     text = module("p = f32[] parameter(0)", 'ROOT n = f32[] negate(p), metadata={op_name="' + '\\"' * 200_000)
     status, stderr, _ = command(tmp_path, text)

@@ -42,14 +42,31 @@ def _location(inst: HloInstruction, key: str | None, offset: int) -> tuple[str, 
         return (module.filename if module is not None else "<string>"), 0, 0
     at = _value_offset(inst, key) if key is not None else None
     if at is None:
-        if inst.span.start < 0:
-            return module.filename, 0, 0  # type: ignore[union-attr]
-        # The opcode, if the line is still as written (after ` = `: names hold no `(`).
-        written = inst.source_line or ""
-        found = written.find(inst.opcode + "(", written.find("=") + 1)
-        at, offset = inst.span.start + max(found, 0), 0
+        written_in = _written_in(inst)
+        if written_in is None:  # made by a pass from nothing in the text: its computation
+            comp = inst.parent
+            at = comp.span.start if comp is not None and comp.span is not None else 0
+        else:  # the opcode, if the line is still as written (after ` = `: names hold no `(`)
+            written = written_in.source_line or ""
+            found = written.find(inst.opcode + "(", written.find("=") + 1) if written_in is inst else -1
+            at = written_in.span.start + max(found, 0)
+        offset = 0
     line, column = source.location(at + offset)
     return module.filename, line, column  # type: ignore[union-attr]
+
+
+def _written_in(inst: HloInstruction) -> HloInstruction | None:
+    """The instruction whose line holds `inst`: itself, or for a nested operand its host and
+    for a compact GTE (`%t#0`) its first user, outwards until one has a line of its own."""
+    while inst.span.start < 0:
+        span = inst.span
+        if span.host is not None:
+            inst = span.host
+        elif span.compact_gte_base is not None and inst.user_count:
+            inst = inst.users[0]
+        else:
+            return None
+    return inst if inst.span.start >= 0 else None
 
 
 def _value_offset(inst: HloInstruction, key: str) -> int | None:
