@@ -111,7 +111,7 @@ class _Operand:
 class _CompState:
     comp: HloComputation
     roots: list[HloInstruction] = field(default_factory=list)
-    compact: dict[tuple[HloInstruction, tuple[int, ...]], HloInstruction] = field(default_factory=dict)
+    compact: dict[tuple[HloInstruction, int], HloInstruction] = field(default_factory=dict)
     last: HloInstruction | None = None
     suffixes: dict[str, int] = field(default_factory=dict)
 
