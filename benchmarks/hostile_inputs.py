@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -26,8 +27,8 @@ sys.path.insert(0, str(HERE))
 from common import machine_line, table  # noqa: E402
 
 
-def _module(*lines: str) -> str:
-    return "\n".join(["HloModule m, replica_count=2", "ENTRY e {", *("  " + line for line in lines), "}", ""])
+def _module(*lines: str, header: str = "HloModule m, replica_count=2") -> str:
+    return "\n".join([header, "ENTRY e {", *("  " + line for line in lines), "}", ""])
 
 
 def compact_gte_chain(size: int) -> str:
@@ -45,11 +46,15 @@ def control_predecessors(size: int) -> str:
 
 
 def iota_replica_groups(size: int) -> str:
+    """Gathers over a million devices each, in distinct orders (no header: the devices are
+    not bounded by replica_count): compared in compact form, never spelled out."""
     lines = ["p = f32[1] parameter(0)"]
     for k in range(size // 200):
-        perm = ",".join(str((k + i) % 20) for i in range(20))
+        order = list(range(20))
+        random.Random(k).shuffle(order)
+        perm = ",".join(map(str, order))
         lines.append(f"a{k} = f32[1048576] all-gather(p), replica_groups=[1,1048576]<=[{','.join(['2'] * 20)}]T({perm}), dimensions={{0}}")
-    return _module(*lines, "ROOT t = () tuple()")
+    return _module(*lines, "ROOT t = () tuple()", header="HloModule m")
 
 
 def nested_instructions(size: int) -> str:

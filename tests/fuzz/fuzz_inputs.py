@@ -244,14 +244,15 @@ def replica_groups(rng: random.Random, scale: float) -> str:
         value = "[" + "9" * _size(rng, 5000, scale) + ",1]<=[1]"
     elif form == 4:
         value = "[2,2]<=[" + ",".join(["1"] * _size(rng, 100_000, scale)) + "]T(" + ",".join(["0"] * 3) + ")"
-    else:  # many gathers with distinct big iota values (twice each: they fold)
+    else:  # many gathers of one parameter with distinct big iota values: compared, not spelled out
+        twice = rng.random() < 0.5  # then they fold, but the header bounds the devices: an error
         lines = ["p = f32[1] parameter(0)"]
         for k in range(_size(rng, 2_000, scale)):
             perm = list(range(20))
             rng.shuffle(perm)
             value = f"[1,1048576]<=[{','.join(['2'] * 20)}]T({','.join(map(str, perm))})"
-            lines += [f"{x}{k} = f32[1048576] all-gather(p), replica_groups={value}, dimensions={{0}}" for x in "ab"]
-        return _module(*lines, "ROOT t = () tuple()")
+            lines += [f"{x}{k} = f32[1048576] all-gather(p), replica_groups={value}, dimensions={{0}}" for x in "ab"[: 1 + twice]]
+        return _module(*lines, "ROOT t = () tuple()", header="HloModule m, replica_count=2" if twice else "HloModule m")
     return _module("p = f32[2] parameter(0)", f"a = f32[4] all-gather(p), replica_groups={value}, dimensions={{0}}",
                    f"b = f32[4] all-gather(p), replica_groups={value}, dimensions={{0}}", "ROOT t = (f32[4], f32[4]) tuple(a, b)")
 

@@ -238,8 +238,12 @@ def test_iota_lists_compare_by_canonical_form_exactly_when_their_groups_are_equa
                 assert seen == compact and hash(seen) == hash(compact)
                 assert repr(seen).startswith("DeviceGroups(iota")  # neither was spelled out
                 assert DeviceGroups.iota(1, total, dims, perm) == ((spelled,))
+                for size in (d for d in (1, 2, 3, total) if total % d == 0):  # hashes agree across forms
+                    chunks = [spelled[i : i + size] for i in range(0, total, size)]
+                    assert hash(DeviceGroups.iota(total // size, size, dims, perm)) == hash(DeviceGroups.of(chunks))
     groups = list(by_groups.values())
     assert all(a != b for a, b in zip(groups, groups[1:]))
+    assert len({hash(g) for g in groups}) > 0.99 * len(groups)  # the hash tells them apart too
 
 
 def test_to_text_prints_xla_list_form_when_built_from_groups() -> None:

@@ -4,7 +4,8 @@ An iota list `[G,S]<=[dims]T(perm)` names G*S devices in a few characters, so it
 in that form (as XLA's `IotaReplicaGroupList` does): two iota lists compare and hash by
 their canonical form, and the groups are only spelled out when someone iterates them.
 Every form compares equal to any other that denotes the same groups, as the dedup passes
-need; the hash is coarse (group count and size) so that it agrees across forms.
+need, and hashes alike: the hash reads a few dozen ids at fixed positions of the groups
+laid end to end, which an iota list computes without spelling the rest out.
 """
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ def iota_transposed(reshape_dims: Sequence[int], perm: Sequence[int]) -> list[in
         stride, size = strides[axis], reshape_dims[axis]
         values = [base + i * stride for base in values for i in range(size)]
     return values
+
+
+def _transposed_iota_at(position: int, dims: Sequence[int], perm: Sequence[int], strides: Sequence[int]) -> int:
+    """Element `position` of iota_transposed(dims, perm), without the others."""
+    value = 0
+    for axis in reversed(perm):
+        position, digit = divmod(position, dims[axis])
+        value += digit * strides[axis]
+    return value
 
 
 def canonical_iota(dims: Sequence[int], perm: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -63,11 +73,12 @@ def canonical_iota(dims: Sequence[int], perm: Sequence[int]) -> tuple[tuple[int,
 class DeviceGroups(Sequence[tuple[int, ...]]):
     """Groups of device (or replica) ids: a sequence of tuples, compact for iota lists."""
 
-    __slots__ = ("_groups", "_iota")
+    __slots__ = ("_groups", "_iota", "_hash")
 
     def __init__(self, groups: Groups | None = None, iota: tuple[int, int, tuple[int, ...], tuple[int, ...]] | None = None) -> None:
         self._groups = groups
         self._iota = iota  # (group count, group size, canonical dims, canonical perm)
+        self._hash: int | None = None
 
     @staticmethod
     def of(groups: Iterable[Iterable[int]]) -> DeviceGroups:
@@ -119,7 +130,26 @@ class DeviceGroups(Sequence[tuple[int, ...]]):
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash((len(self), self.group_size))
+        if self._hash is None:
+            self._hash = hash((len(self), self.group_size, self._samples()))
+        return self._hash
+
+    def _samples(self) -> tuple[int, ...]:
+        """The ids at positions 0, 1, 2, 4, ... and n-1, n-2, n-4, ... of the n ids laid end
+        to end (for groups of one size; other lists: the first group)."""
+        count, size = len(self), self.group_size
+        n = count * size
+        positions = sorted({0, *(p for k in range(n.bit_length()) for p in (1 << k, n - (1 << k)) if 0 <= p < n)}) if n else []
+        if self._iota is not None:
+            _, _, dims, perm = self._iota
+            strides = [1] * len(dims)
+            for d in range(len(dims) - 2, -1, -1):
+                strides[d] = strides[d + 1] * dims[d + 1]
+            return tuple(_transposed_iota_at(p, dims, perm, strides) for p in positions)
+        groups = self._all()
+        if any(len(g) != size for g in groups):
+            return groups[0][:16]
+        return tuple(groups[p // size][p % size] for p in positions)
 
     def __repr__(self) -> str:
         if self._groups is None:
