@@ -291,6 +291,8 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
 
             try:
                 pipeline.run(module, after_pass=after_pass)
+            except HloParseError:
+                raise  # a malformed value the pass was first to decode: an input error (exit 2)
             except Exception as exc:  # noqa: BLE001 - a pass failing in any way is exit 1
                 detail = one_line(exc)
                 if not isinstance(exc, (PassError, HloIrError)):

@@ -54,6 +54,24 @@ def test_detect_format_by_extension_and_content() -> None:
     assert detect_format("-", b'name: "jit_f"\ncomputations {\n') == "pbtxt"
     assert detect_format("-", b"# comment\nhlo_module {\n") == "pbtxt"
     assert detect_format("x", "HloModule m\n// caf\u00e9\n".encode()) == "hlo"
+    assert detect_format("x", b"HloModule m\n// caf\xe9 \x01\n") == "hlo"  # not UTF-8, still text
+    assert detect_format("x", b"\n\x05jit_f\x12\x06main.2\x1a\x40") == "pb"  # cut short: a proto
+
+
+def test_texts_with_an_odd_byte_and_protos_are_told_apart(xc) -> None:
+    """Every test module with one odd byte put anywhere in its first 4 KiB stays text; its
+    HloModuleProto (whole, or cut after its first field) is a proto."""
+    import random
+
+    rng = random.Random(11)
+    for path in sorted(DATA.parent.rglob("*.hlo")):
+        text = path.read_bytes()
+        for byte in (0x00, 0x01, 0x1B, 0x80, 0xE9, 0xFF):
+            at = rng.randrange(min(len(text), 4096))
+            assert detect_format("m.hlo", text[:at] + bytes([byte]) + text[at + 1 :]) == "hlo", (path, at)
+        proto_bytes = module_proto(xc, path)
+        assert detect_format("m.hlo", proto_bytes) == "pb"
+        assert detect_format("m.hlo", proto_bytes[: len(proto_bytes) // 2]) == "pb"
 
 
 def test_output_format_for() -> None:
@@ -142,6 +160,20 @@ def test_text_proto_error_has_a_location(tmp_path: Path) -> None:
         read_modules(src)
     assert info.value.line == 4
     assert info.value.format().startswith(f"{src}:4:")
+
+
+@pytest.mark.parametrize("depth", [150, 20_000])
+def test_deep_text_proto_is_a_located_error(tmp_path: Path, depth: int) -> None:
+    """Deeper than XLA's protobuf reads (and than Python's stack): a clear error where the
+    101st level opens, never a RecursionError."""
+    src = tmp_path / "m.pbtxt"
+    opening = "  shape { tuple_shapes " + "{ tuple_shapes " * depth
+    src.write_text('name: "m"\ncomputations {\n' + opening + "{ element_type: F32 }" + " }" * (depth + 2) + "\n}\n")
+    with pytest.raises(FormatError) as info:
+        read_modules(src)
+    # `computations {` is level 1, `shape {` level 2: level 101 is the 99th `{ tuple_shapes`.
+    assert (info.value.line, info.value.column) == (3, len("  shape { tuple_shapes ") + 98 * len("{ tuple_shapes ") + 1)
+    assert "deeper than 100" in info.value.message
 
 
 def test_schema_table_matches_jaxlib(xc) -> None:

@@ -220,6 +220,32 @@ def test_equality_and_hash_use_materialised_groups() -> None:
     assert (a.kind, b.kind, c.kind, d.kind) == ("iota", "list", "list", "mesh")
 
 
+def test_iota_lists_compare_by_canonical_form_exactly_when_their_groups_are_equal() -> None:
+    """Every iota over up to four dimensions of size 1..4 in every transpose: two compare
+    equal (without spelling their groups out) exactly when their spelled-out groups are."""
+    import itertools
+
+    from hlo_dedup.ir.device_groups import DeviceGroups
+
+    by_groups: dict[tuple, DeviceGroups] = {}
+    for rank in range(1, 5):
+        for dims in itertools.product((1, 2, 3, 4), repeat=rank):
+            total = math.prod(dims)
+            for perm in itertools.permutations(range(rank)):
+                compact = DeviceGroups.iota(1, total, dims, perm)
+                spelled = tuple(reference_iota_groups(1, total, list(dims), list(perm))[0])
+                seen = by_groups.setdefault((spelled,), compact)
+                assert seen == compact and hash(seen) == hash(compact)
+                assert repr(seen).startswith("DeviceGroups(iota")  # neither was spelled out
+                assert DeviceGroups.iota(1, total, dims, perm) == ((spelled,))
+                for size in (d for d in (1, 2, 3, total) if total % d == 0):  # hashes agree across forms
+                    chunks = [spelled[i : i + size] for i in range(0, total, size)]
+                    assert hash(DeviceGroups.iota(total // size, size, dims, perm)) == hash(DeviceGroups.of(chunks))
+    groups = list(by_groups.values())
+    assert all(a != b for a, b in zip(groups, groups[1:]))
+    assert len({hash(g) for g in groups}) > 0.99 * len(groups)  # the hash tells them apart too
+
+
 def test_to_text_prints_xla_list_form_when_built_from_groups() -> None:
     assert ReplicaGroups.from_groups([[0, 1], [2, 3]]).to_text() == "{{0,1},{2,3}}"
     assert ReplicaGroups.from_groups([]).to_text() == "{}"

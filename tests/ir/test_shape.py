@@ -519,9 +519,10 @@ def test_byte_size(text: str, size: int) -> None:
     assert byte_size(parse_shape(text)) == size
 
 
-def test_byte_size_of_unbounded_shape_raises() -> None:
-    with pytest.raises(ValueError):
-        byte_size(parse_shape("(f32[?])"))
+def test_byte_size_of_dynamic_shapes() -> None:
+    """A bounded dimension counts its bound; an array with an unbounded one has no size yet."""
+    assert byte_size(parse_shape("f32[<=8,2]")) == 64
+    assert byte_size(parse_shape("(f32[?], s8[<=3,?], u8[2])")) == 2
 
 
 # ----------------------------------------------------------------------------

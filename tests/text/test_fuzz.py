@@ -1,9 +1,9 @@
 """Mutated corpus text: the parser raises HloParseError or succeeds, nothing else.
 
 Also, on every module that does parse, every typed attribute accessor (and the printer)
-either works or raises HloParseError / another ValueError subclass: never IndexError,
-KeyError, TypeError, AttributeError or RecursionError; the structural verifier raises
-only HloVerifyError.
+either works or raises HloParseError, located in the file: never another ValueError,
+IndexError, KeyError, TypeError, AttributeError or RecursionError (a pass meeting one would
+report an internal error); the structural verifier raises only HloVerifyError.
 """
 
 from __future__ import annotations
@@ -122,11 +122,11 @@ def exercise(module: HloModule) -> None:
             for name in ACCESSORS:
                 try:
                     getattr(inst, name)
-                except ValueError:  # HloParseError, ShapeSyntaxError, ReplicaGroupsError, ...
-                    pass
+                except HloParseError as e:
+                    assert e.filename == "mutant.hlo" and e.line >= 1 and e.column >= 1, e
             try:
                 inst.has_side_effect()
-            except ValueError:
+            except HloParseError:
                 pass
     module.to_text()
     try:
@@ -206,7 +206,7 @@ def test_attribute_decoders_on_arbitrary_values(value: str) -> None:
                 continue
             try:
                 getattr(inst, name)
-            except ValueError:
+            except HloParseError:
                 pass
 
 

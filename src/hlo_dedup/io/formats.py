@@ -130,14 +130,84 @@ def compress_for(path: str | os.PathLike[str], data: bytes) -> bytes:
 
 
 def _looks_binary(data: bytes) -> bool:
+    """True for a serialized proto. Text is bytes whose first 4 KiB are UTF-8 without
+    control characters; anything else must also start the way XLA writes HloSnapshot,
+    HloProto and HloModuleProto (below), so a text module with a stray Latin-1 or control
+    byte stays text."""
     head = data[:4096]
-    if b"\x00" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start < len(head) - 4  # a character cut by the 4 KiB window is fine
-    return any(b < 0x09 or 0x0E <= b < 0x20 for b in head)
+    if b"\x00" not in head:
+        try:
+            head.decode("utf-8")
+            clean = True
+        except UnicodeDecodeError as exc:
+            clean = exc.start >= len(head) - 4  # a character cut by the 4 KiB window is fine
+        if clean and not any(b < 0x09 or 0x0E <= b < 0x20 for b in head):
+            return False
+    return _starts_like_hlo_proto(data, nested=False)
+
+
+#: Fields 1-3 of the three containers, length-delimited: one of them comes first, as
+#: protobuf writes fields in number order (`name`, `entry_computation_name`, `computations`
+#: of HloModuleProto; `hlo_module` of HloProto; `hlo` of HloSnapshot).
+_FIRST_TAGS = (0x0A, 0x12, 0x1A)
+_NAME_LIKE = re.compile(rb"[\x21-\x7e]+")  # a module name: printable, no blank
+#: Field numbers above this are not in HloSnapshot, HloProto or HloModuleProto (all < 40).
+_MAX_FIELD = 1000
+_FIELDS_TO_CHECK = 4096
+
+
+def _starts_like_hlo_proto(data: bytes, nested: bool) -> bool:
+    """The first field is 1-3, length-delimited, holding a name or a message, and the rest
+    reads as wire format (possibly cut short). Text never starts so: `HloModule`, `ENTRY`,
+    `%`, `//` and blanks are other tags, and a leading newline is followed by text with
+    blanks in it, which is neither a name nor a message."""
+    if not data or data[0] not in _FIRST_TAGS:
+        return False
+    length = _varint(data, 1)
+    if length is None:
+        return False
+    start, end = length[1], length[1] + length[0]
+    if end > len(data):  # cut inside the first field: inside the name, or the module a container holds
+        partial = data[start:]
+        return not partial or bool(_NAME_LIKE.fullmatch(partial)) or (not nested and _starts_like_hlo_proto(partial, True))
+    payload = data[start:end]
+    if not (_NAME_LIKE.fullmatch(payload) or _wire_format(payload) == "complete"):
+        return False
+    return _wire_format(data[end:]) != "invalid"
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    value = shift = 0
+    for i in range(pos, min(pos + 10, len(data))):
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i + 1
+        shift += 7
+    return None
+
+
+def _wire_format(data: bytes) -> str:
+    """"complete" if `data` reads as protobuf fields to its end, "cut" if the last one runs
+    past it, else "invalid" (the first few thousand fields decide)."""
+    pos = fields = 0
+    while pos < len(data) and fields < _FIELDS_TO_CHECK:
+        tag = _varint(data, pos)
+        if tag is None:
+            return "cut"
+        number, wire_type = tag[0] >> 3, tag[0] & 7
+        pos = tag[1]
+        if not 1 <= number <= _MAX_FIELD or wire_type not in (0, 1, 2, 5):
+            return "invalid"
+        if wire_type in (0, 2):
+            value = _varint(data, pos)
+            if value is None:
+                return "cut"
+            pos = value[1] + (value[0] if wire_type == 2 else 0)
+        else:
+            pos += 8 if wire_type == 1 else 4
+        fields += 1
+    return "cut" if pos > len(data) else "complete"
 
 
 def detect_format(path: str | os.PathLike[str], data: bytes) -> str:

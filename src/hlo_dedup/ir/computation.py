@@ -144,8 +144,9 @@ class HloComputation:
         n = 1
         prefix = base + "."
         for name in taken:
-            if name.startswith(prefix) and name[len(prefix):].isdigit():
-                n = max(n, int(name[len(prefix):]) + 1)
+            suffix = name[len(prefix):]
+            if name.startswith(prefix) and suffix.isascii() and suffix.isdigit() and len(suffix) <= 18:
+                n = max(n, int(suffix) + 1)
         while f"{base}.{n}" in taken:
             n += 1
         return f"{base}.{n}"
@@ -344,23 +345,44 @@ class HloComputation:
         return order
 
     def has_side_effect(self) -> bool:
-        """True if any instruction (recursively through called computations) has one."""
+        """True if any instruction (recursively through called computations) has one.
+
+        Callees are settled first, deepest first, without recursion: a chain of thousands
+        of calls is valid HLO. A computation reached again through a cycle of calls (which
+        only malformed input has) counts as side-effect free there."""
         module = self.parent
-        if module is not None:
-            cache = module._side_effect_cache()
-            hit = cache.get(self)
-            if hit is not None:
-                return hit
-            cache[self] = False  # recursion guard for malformed cyclic calls
-        result = any(inst.has_side_effect() for inst in self._instructions)
-        if module is not None:
-            module._side_effect_cache()[self] = result
-        return result
+        cache = module._side_effect_cache() if module is not None else {}
+        known = cache.get(self)
+        if known is not None:
+            return known
+        order: list[HloComputation] = []
+        entered = {self}
+        stack = [(self, _callees(self))]
+        while stack:
+            comp, callees = stack[-1]
+            for callee in callees:
+                if callee not in entered and callee not in cache:
+                    entered.add(callee)
+                    stack.append((callee, _callees(callee)))
+                    break
+            else:
+                stack.pop()
+                order.append(comp)
+        for comp in order:
+            cache[comp] = any(
+                inst.has_side_effect_no_recurse() or any(cache.get(c, False) for c in inst.called_computations)
+                for inst in comp._instructions
+            )
+        return cache[self]
 
     def to_text(self) -> str:
         from .printer import format_computation
 
         return format_computation(self)
+
+
+def _callees(comp: HloComputation) -> Iterator[HloComputation]:
+    return (callee for inst in comp._instructions for callee in inst.called_computations)
 
 
 def deduplicate_fusion_operands(fusion: HloInstruction) -> None:

@@ -20,7 +20,6 @@ from .opcodes import (
     is_known_opcode,
 )
 from .shape import Shape, shapes_compatible_ignoring_fp_precision, shapes_equal
-from .shape_reader import parse_shape
 from .source import SourceSpan
 
 if TYPE_CHECKING:
@@ -77,7 +76,7 @@ class HloInstruction:
         self.opcode = opcode
         self.parent: HloComputation | None = None
         self.operands: list[HloInstruction] = list(operands)
-        self._users: dict[HloInstruction, None] = {}
+        self._users: dict[HloInstruction, list[int] | None] = {}
         self.control_predecessors: list[HloInstruction] = []
         self.control_successors: list[HloInstruction] = []
         self.called_computations: list[HloComputation] = []
@@ -178,12 +177,9 @@ class HloInstruction:
 
     @property
     def shape(self) -> Shape:
-        """The result shape, decoded on first use."""
+        """The result shape, decoded on first use (HloParseError, located, if malformed)."""
         if self._shape is None:
-            if self._shape_text is None:
-                self._shape = _infer_shape(self)
-            else:
-                self._shape = parse_shape(self._shape_text)
+            self._shape = _attributes.decode_shape(self)
         return self._shape
 
     def set_shape(self, shape: Shape) -> None:
@@ -369,28 +365,25 @@ class HloInstruction:
     # ---------------------------------------------------------- side effects
     def has_side_effect_no_recurse(self) -> bool:
         """XLA's HasSideEffectNoRecurse (xla-semantics §2)."""
-        op = self.opcode
+        op, configured = self.opcode, self
         if op not in OPCODES and is_known_opcode(op):
             # `<op>-start/-update/-done` sugar: XLA builds an async op whose wrapped
-            # computation holds <op> (with the start's attributes); HasSideEffect sees it
+            # computation holds <op> with the start's attributes; HasSideEffect sees it
             # through that called computation, which this IR does not materialise.
-            start = self
-            while start.opcode.endswith(("-update", "-done")) and start.operands:
-                start = start.operands[0]
-            wrapped = HloInstruction(start.name, op.rsplit("-", 1)[0], start.shape_text, (), start.attributes)
-            wrapped.parent = start.parent
-            return wrapped.has_side_effect_no_recurse()
+            while configured.opcode.endswith(("-update", "-done")) and configured.operands:
+                configured = configured.operands[0]
+            op = op.rsplit("-", 1)[0]
         if op in ALWAYS_SIDE_EFFECTING:
             return True
         if op in LAYOUT_CONSTRAINABLE_COLLECTIVES or op == "collective-permute":
-            if op != "collective-permute" and self.constrain_layout:
+            if op != "collective-permute" and configured.constrain_layout:
                 return True
-            if self.channel_id is None:
+            if configured.channel_id is None:
                 return False
-            module = self.module
+            module = configured.module
             return module is not None and not module.use_spmd_partitioning
         if op == "custom-call":
-            return self.custom_call_has_side_effect
+            return configured.custom_call_has_side_effect
         return False
 
     def has_side_effect(self) -> bool:
@@ -401,19 +394,21 @@ class HloInstruction:
 
     # --------------------------------------------------------------- editing
     def mark_changed(self) -> None:
-        """Forget the source line so the printer regenerates it."""
-        span = self.span
-        span.edited = True
-        if self.parent is not None:
-            self.parent.mark_changed()
-        # A compact GTE (`%t#0`) or a nested operand is printed inside its users' lines.
-        if span.compact_gte_base is not None:
-            for user in self._users:
-                if user.source_line is not None or user.span.compact_gte_base is not None:
-                    user.mark_changed()
-        host = span.host
-        if host is not None and host.source_line is not None:
-            host.mark_changed()
+        """Forget the source line so the printer regenerates it, and the lines of what prints
+        this instruction inside itself: users of a compact GTE (`%t#0`), the host of a nested
+        operand. Walked without recursion: a compact chain can be 100,000 levels deep."""
+        stack = [self]
+        while stack:
+            inst = stack.pop()
+            span = inst.span
+            span.edited = True
+            if inst.parent is not None:
+                inst.parent.mark_changed()
+            if span.compact_gte_base is not None:
+                stack.extend(u for u in inst._users if u.source_line is not None or u.span.compact_gte_base is not None)
+            host = span.host
+            if host is not None and host.source_line is not None:
+                stack.append(host)
 
     def replace_operand_with(self, index: int, new_operand: HloInstruction) -> None:
         """ReplaceOperandWith: shape-checked (CompatibleIgnoringFpPrecision) operand swap."""
@@ -431,7 +426,7 @@ class HloInstruction:
         if old is new_operand:
             return
         self.operands[index] = new_operand
-        if not any(op is old for op in self.operands):
+        if old not in self.operands:
             old._users.pop(self, None)
         new_operand._users[self] = None
         self.mark_changed()
@@ -452,15 +447,16 @@ class HloInstruction:
     def replace_all_uses_with_different_shape(self, new_producer: HloInstruction) -> None:
         """Re-point users (not `new_producer` itself) and the root; control edges stay."""
         new_was_user = False
-        for user in list(self._users):
+        for user, known in list(self._users.items()):
             if user is new_producer:
                 new_was_user = True
                 continue
             ops = user.operands
-            for i, op in enumerate(ops):
-                if op is self:
-                    ops[i] = new_producer
-            new_producer._users[user] = None
+            found = _positions(user, self, known)
+            for at in found:
+                ops[at] = new_producer
+            # Where new_producer now sits in `user`: known exactly unless it was there before.
+            new_producer._users[user] = None if user in new_producer._users else found
             user.mark_changed()
             if user.opcode == "fusion":
                 user.parent_fusion_dedup()
@@ -544,62 +540,29 @@ class HloInstruction:
         return self.to_text()
 
 
-def _infer_shape(inst: HloInstruction) -> Shape:
-    """Shape of an instruction written without one (hand-written tests), for simple ops.
-
-    An instruction whose shape cannot be worked out here is an input problem, reported
-    as an HloParseError located at the instruction.
-    """
-    from .shape import PrimitiveType
-
-    op = inst.opcode
-    ops = inst.operands
-    if op == "tuple":
-        return Shape.tuple_of([o.shape for o in ops])
-    if op == "get-tuple-element" and ops:
-        base = ops[0].shape
-        index = inst.tuple_index
-        if base.tuple_shapes is None or not 0 <= index < len(base.tuple_shapes):
-            raise _shape_error(inst, f"get-tuple-element index={index} does not select an element of {base.to_text()}")
-        return base.tuple_shapes[index]
-    if op in ("after-all", "add-dependency") and not ops:
-        return Shape.token()
-    if op in ("partition-id", "replica-id"):
-        return Shape.array(PrimitiveType.U32)
-    if op == "get-dimension-size":
-        return Shape.array(PrimitiveType.S32)
-    if op in ("compare", "is-finite") and ops and ops[0].shape.is_array:
-        base = ops[0].shape
-        return Shape.array(PrimitiveType.PRED, base.dimensions, base.dynamic, base.layout)
-    if op in ("real", "imag", "abs") and ops and ops[0].shape.is_array and ops[0].shape.element_type in (
-        PrimitiveType.C64,
-        PrimitiveType.C128,
-    ):
-        base = ops[0].shape
-        et = PrimitiveType.F32 if base.element_type is PrimitiveType.C64 else PrimitiveType.F64
-        return Shape.array(et, base.dimensions, base.dynamic, base.layout)
-    if op == "complex" and ops and ops[0].shape.is_array and ops[0].shape.element_type in (
-        PrimitiveType.F32,
-        PrimitiveType.F64,
-    ):
-        base = ops[0].shape
-        et = PrimitiveType.C64 if base.element_type is PrimitiveType.F32 else PrimitiveType.C128
-        return Shape.array(et, base.dimensions, base.dynamic, base.layout)
-    if ops and op not in _NOT_INFERRED_FROM_OPERAND and op not in ("compare", "is-finite", "complex"):
-        idx = 1 if op in ("select", "clamp") and len(ops) > 1 else 0
-        return ops[idx].shape
-    raise _shape_error(inst, f"instruction {inst.name!r} ({op}) was written without a shape and its shape cannot be inferred here")
+_WIDE = 32
 
 
-_NOT_INFERRED_FROM_OPERAND = frozenset(
-    """broadcast reshape dot convolution reduce concatenate slice pad transpose gather scatter
-    call while conditional sort map reduce-window fft topk select-and-scatter parameter constant
-    iota get-tuple-element""".split()
-)
+def _positions(user: HloInstruction, operand: HloInstruction, known: list[int] | None) -> list[int]:
+    """Where `operand` is in `user.operands`.
 
-
-def _shape_error(inst: HloInstruction, message: str) -> Exception:
-    return _attributes.instruction_error(inst, message)
+    `operand._users[user]` may hold the answer from an earlier call: it is reset to None
+    whenever an operand is put into `user` by other means, and operands are otherwise only
+    deleted, which moves the last known position onto something else or off the end; so a
+    list whose positions all still hold `operand` is complete. A wide user is indexed once
+    for all its operands, so folding thousands of gathers into one tuple stays linear."""
+    ops = user.operands
+    if known is not None and all(at < len(ops) and ops[at] is operand for at in known):
+        return known
+    if len(ops) < _WIDE:
+        return [i for i, op in enumerate(ops) if op is operand]
+    index: dict[HloInstruction, list[int]] = {}
+    for i, op in enumerate(ops):
+        index.setdefault(op, []).append(i)
+    for op, at in index.items():
+        if user in op._users:
+            op._users[user] = at
+    return index[operand]
 
 
 __all__ = ["HloInstruction", "HloIrError", "shapes_equal"]

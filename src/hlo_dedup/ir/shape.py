@@ -490,12 +490,14 @@ def byte_size(shape: Shape) -> int:
     """Bytes of all array leaves: ``ceil(elements * bit_width / 8)`` per array.
 
     Token and opaque leaves are 0; tuples add no pointer table (unlike XLA's
-    ``ByteSizeOf``), so this measures data only.
+    ``ByteSizeOf``), so this measures data only. A bounded dynamic dimension counts its
+    bound (as XLA sizes its buffers); an array with an unbounded one (``?``) has no size
+    before it runs and counts 0.
     """
     if shape.tuple_shapes is not None:
         return sum(byte_size(s) for s in shape.tuple_shapes)
     et = shape.element_type
     assert et is not None
-    if not et.is_array_type:
+    if not et.is_array_type or UNBOUNDED_SIZE in shape.dimensions:
         return 0
     return (shape.element_count * et.bit_width + 7) // 8

@@ -64,7 +64,7 @@ class SourceSpan:
     the whitespace and comments before it, kept for a regenerated line too. `percent` and
     `operand_shapes` are the spelling a regenerated line follows (`%name`, the old
     `f32[2] %x` operand form). `compact_gte_base` is set on get-tuple-elements written inline
-    as `%t#0` (the base and the index path), `host` on an instruction written nested inside
+    as `%t#0` (their operand and index), `host` on an instruction written nested inside
     another's operand list; both are printed inside their users' lines.
 
     An instruction made by a pass has a span with `start` -1: only the spelling is known.
@@ -82,7 +82,7 @@ class SourceSpan:
         self.edited = start < 0
         self.percent = percent
         self.operand_shapes = operand_shapes
-        self.compact_gte_base: tuple[HloInstruction, tuple[int, ...]] | None = None
+        self.compact_gte_base: tuple[HloInstruction, int] | None = None
         self.host: HloInstruction | None = None
 
     @property

@@ -11,6 +11,19 @@ _INT_RE = re.compile(r"-?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+def int64(digits: str) -> int | None:
+    """The value of `-?[0-9]+` text if it fits XLA's int64, else None. The length is checked
+    first: converting a long run of digits is quadratic (and refused past 4300 digits)."""
+    if len(digits.lstrip("-").lstrip("0")) > 19:
+        return None
+    value = int(digits)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def _shorten(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 class TextSyntaxError(ValueError):
     """Malformed text; `offset` indexes it when known."""
 
@@ -63,8 +76,25 @@ class TextCursor:
         m = _INT_RE.match(self.text, self.pos)
         if m is None:
             raise self.error(f"expected an integer {context}, found {self.describe()}")
-        value = int(m.group())
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise self.error(f"integer {m.group()} does not fit in int64")
+        value = int64(m.group())
+        if value is None:
+            raise self.error(f"integer {_shorten(m.group())} does not fit in int64")
         self.pos = m.end()
         return value
+
+    def int_list(self, open_: str, close: str, context: str) -> tuple[int, ...]:
+        """`open_ (int (',' int)*)? close`; XLA allows no trailing comma."""
+        self.expect(open_, f"to start {context}")
+        if self.eat(close):
+            return ()
+        items = [self.integer(f"in {context}")]
+        while self.eat(","):
+            items.append(self.integer(f"in {context}"))
+        self.expect(close, f"to end {context}")
+        return tuple(items)
+
+    def finish(self, context: str) -> None:
+        """Only whitespace and comments may follow."""
+        self.skip()
+        if self.pos != len(self.text):
+            raise self.error(f"unexpected text after {context}: {self.describe()}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from .cursor import TextCursor, TextSyntaxError
+
 _TRIVIA = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
 _UNTERMINATED_COMMENT = re.compile(r"/\*")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
@@ -19,6 +21,7 @@ _OPEN = {"{": "}", "(": ")", "[": "]"}
 _CLOSE = frozenset("})]")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 ATTR_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)=(?!=)")
+_LISTED_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 
 
 class ScanError(Exception):
@@ -193,3 +196,28 @@ def split_attributes(
             raise ScanError(limit, f"attribute {key!r} runs past the instruction")
         out.append((key, text[vstart:vend], vstart))
         cur = vend
+
+
+def name_list(raw: str, base: int = 0) -> list[tuple[str, int]]:
+    """The names in an attribute value `%a`, `{%a, %b}` or `%a, %b` (comments allowed) and
+    their offsets, counted from `base`; ScanError (offset from `base` too) if it is not one."""
+    cursor = TextCursor(raw)
+    out: list[tuple[str, int]] = []
+    try:
+        braced = cursor.eat("{")
+        if not (braced and cursor.eat("}")):
+            while True:
+                cursor.skip()
+                m = _LISTED_NAME.match(raw, cursor.pos)
+                if m is None:
+                    raise cursor.error(f"expected a name, found {cursor.describe()}")
+                out.append((m.group(1), base + m.start()))
+                cursor.pos = m.end()
+                if not cursor.eat(","):
+                    break
+            if braced:
+                cursor.expect("}", "to end the list of names")
+        cursor.finish("the list of names")
+    except TextSyntaxError as e:
+        raise ScanError(base + (e.offset or 0), e.message) from None
+    return out

@@ -15,10 +15,13 @@ from typing import Callable
 
 from ..ir.instruction import HloInstruction
 from ..ir.opcodes import OPCODES, is_known_opcode
+from ..ir.shape import PrimitiveType
 from ..ir.source import SourceSpan
-from ..syntax.lexer import split_attributes
+from ..syntax.lexer import ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
 
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
+# A string up to its closing quote, or up to the end of the line when it has none: every
+# match consumes what it scanned, so masking the strings of a line is linear in its length.
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*+(")?|\'(?:[^\'\\\n]|\\.)*+(\')?')
 
 LINE = re.compile(
     r"(\n[ \t]*)(ROOT[ \t]+)?(%?)([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
@@ -39,6 +42,10 @@ _LIST_REFERENCE = re.compile(
 _INDEX_COMMENT = re.compile(r"(?<=, )/\*index=\d+\*/")
 
 PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
+#: Nesting of tuple shapes and of nested-instruction operands the readers follow: far
+#: beyond anything XLA writes, and reported where it is exceeded.
+MAX_NESTING = 200
+PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 #: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
 _SHAPE_REQUIRED = frozenset(
     """all-gather all-gather-start all-gather-done all-reduce all-reduce-start all-reduce-done
@@ -80,6 +87,8 @@ def instruction_from_line(
     if tail and not _tail_is_one_line(tail):
         return None
     if opcode in PAYLOAD_OPCODES:
+        if opcode == "parameter" and not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
+            return None
         operands: list[HloInstruction] = []
         payload: str | None = ops
     else:
@@ -119,14 +128,27 @@ def _tail_is_one_line(tail: str) -> bool:
         and tail.count("'") == tail.count("\\'")  # only escaped ones, inside "..."
     ):
         return True
-    bare = _STRING.sub('""', tail)
+    bare = _without_strings(tail)
     return (
-        not bare.count('"') % 2
-        and "'" not in bare
+        bare is not None
         and bare.count("{") == bare.count("}")
         and bare.count("(") == bare.count(")")
         and bare.count("[") == bare.count("]")
     )
+
+
+def _without_strings(tail: str) -> str | None:
+    """`tail` with each string replaced by `""`; None if a string is not closed on the line."""
+    parts = []
+    last = 0
+    for m in _STRING.finditer(tail):
+        if m.group(1) is None and m.group(2) is None:
+            return None
+        parts.append(tail[last : m.start()])
+        parts.append('""')
+        last = m.end()
+    parts.append(tail[last:])
+    return "".join(parts)
 
 
 def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None:
@@ -147,3 +169,38 @@ def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None
         return None
     found.sort()
     return [(key, raw, base + at) for at, key, raw in found]
+
+
+def shape_end(text: str, pos: int, depth: int = 0) -> int | None:
+    """End of the shape starting at `pos`, or None if no shape starts there (ScanError
+    where tuples nest deeper than MAX_NESTING)."""
+    if pos >= len(text):
+        return None
+    if text[pos] == "(":
+        if depth >= MAX_NESTING:
+            raise ScanError(pos, f"tuple shape nests deeper than {MAX_NESTING} levels")
+        i = skip_trivia(text, pos + 1)
+        if text.startswith(")", i):
+            return i + 1
+        while True:
+            end = shape_end(text, i, depth + 1)
+            if end is None:
+                return None
+            tok, _, tend = next_token(text, end)
+            if tok == ")":
+                return tend
+            if tok != ",":
+                return None
+            i = skip_trivia(text, tend)
+    tok, end = token_at(text, pos)
+    if tok == "b" and text.startswith("(", end):
+        return match_group(text, end)
+    if tok not in PRIMITIVE_NAMES or not text.startswith("[", end):
+        return None
+    end = match_group(text, end)
+    j = skip_trivia(text, end)
+    if text.startswith("{", j):
+        k = skip_trivia(text, j + 1)
+        if k < len(text) and (text[k].isdigit() or text[k] == ":"):
+            return match_group(text, j)
+    return end

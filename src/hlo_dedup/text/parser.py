@@ -14,20 +14,26 @@ import re
 import sys
 from dataclasses import dataclass, field
 
+from ..ir.attributes import read_parameter_number
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
-from ..ir.shape import PrimitiveType
 from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
+from ..syntax.cursor import TextSyntaxError, int64
 from ..syntax.errors import HloParseError, line_col
-from ..syntax.lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
-from .lines import LINE, PAYLOAD_OPCODES, instruction_from_line, intern_lead, shape_required
+from ..syntax.lexer import IDENT, ScanError, match_group, name_list, next_token, skip_trivia, split_attributes, token_at
+from .lines import LINE, MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, instruction_from_line, intern_lead, shape_end, shape_required
 
-_PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
+_HEADER_INT = re.compile(r"[0-9]+")
+# `#i#j...` after an operand name: indices of at most 18 digits (int64), each a whole token.
+_INDEX_RUN = re.compile(r"(?:#[0-9]{1,18}(?![\w.?]|-(?!>)))+")
+#: Longest name given to a get-tuple-element rebuilt from `%t#i#j...`: each level appends
+#: `_i` to the one before, which a long chain must not turn into quadratic text.
+_MAX_COMPACT_GTE_NAME = 256
 
 def split_module_texts(text: str) -> list[tuple[int, str]]:
     """Split lit-style multi-module text on `// -----` lines: [(start_line, text)]."""
@@ -105,9 +111,9 @@ class _Operand:
 class _CompState:
     comp: HloComputation
     roots: list[HloInstruction] = field(default_factory=list)
-    compact: dict[tuple[HloInstruction, tuple[int, ...]], HloInstruction] = field(default_factory=dict)
-    anon: int = 0
+    compact: dict[tuple[HloInstruction, int], HloInstruction] = field(default_factory=dict)
     last: HloInstruction | None = None
+    suffixes: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.lookup = self.comp.name_lookup()
@@ -115,6 +121,17 @@ class _CompState:
     def append(self, inst: HloInstruction) -> None:
         self.comp.append_instruction(inst)
         self.last = inst
+
+    def unique_name(self, wanted: str) -> str:
+        """`wanted`, else the first free `wanted.N` (N from 1). Names are only added while
+        reading, so the search resumes where the last one for `wanted` stopped."""
+        if self.lookup(wanted) is None:
+            return wanted
+        k = self.suffixes.get(wanted, 1)
+        while self.lookup(f"{wanted}.{k}") is not None:
+            k += 1
+        self.suffixes[wanted] = k + 1
+        return f"{wanted}.{k}"
 
 
 class _Parser:
@@ -125,6 +142,7 @@ class _Parser:
         self.spmd = spmd
         self.first_line = first_line
         self.pos = 0
+        self.depth = 0  # nested-instruction operands being read
         self.module: HloModule | None = None
         self.source = ModuleSource(text, filename, first_line)
 
@@ -198,9 +216,9 @@ class _Parser:
             module.header_attributes.append((key, raw))
         for key in ("replica_count", "num_partitions"):
             raw = module.header_attr(key)
-            if raw is not None and not raw.isdigit():
+            if raw is not None and (not _HEADER_INT.fullmatch(raw) or int64(raw) is None):
                 off = next(o for k, _, o in attrs if k == key)
-                raise self.error(off, f"{key} must be a non-negative integer")
+                raise self.error(off, f"{key} must be a non-negative int64")
         pos = self.parse_stack_frames(pos)
         self.source.head = text[:pos]
         self.pos = pos
@@ -249,7 +267,7 @@ class _Parser:
             pos = match_group(text, start)
             pos = self.expect(pos, "->")
             sstart = skip_trivia(text, pos)
-            send = self.scan_shape(sstart)
+            send = shape_end(text, sstart)
             if send is None:
                 raise self.error(sstart, "expected result shape after '->'")
             pos = send
@@ -297,10 +315,7 @@ class _Parser:
         for inst in comp:
             if inst.opcode == "parameter":
                 at = inst.span.start if inst.span.start >= 0 else offset
-                try:
-                    number = int(inst.payload or "")
-                except ValueError:
-                    raise self.error(at, f"parameter {inst.name!r} needs a number") from None
+                number = read_parameter_number(inst.payload or "")  # checked when read
                 if number in params:
                     raise self.error(
                         at,
@@ -396,15 +411,15 @@ class _Parser:
     ) -> tuple[HloInstruction, int]:
         """`shape? opcode(operands)` at `pos`; returns the new instruction and the end."""
         text = self.text
-        shape_end = self.scan_shape(pos)
+        end_of_shape = shape_end(text, pos)
         shape_text = None
-        if shape_end is not None:
-            shape_text = text[pos:shape_end]
-            pos = skip_trivia(text, shape_end)
+        if end_of_shape is not None:
+            shape_text = text[pos:end_of_shape]
+            pos = skip_trivia(text, end_of_shape)
         tok, start, end = next_token(text, pos)
         opcode = tok
         if not is_known_opcode(opcode):
-            if shape_text is None and opcode in _PRIMITIVE_NAMES:
+            if shape_text is None and opcode in PRIMITIVE_NAMES:
                 raise self.error(start, "malformed shape")
             raise self.error(start, f"unknown opcode {opcode or 'end of input'!r}")
         if shape_text is None and shape_required(opcode):
@@ -419,8 +434,11 @@ class _Parser:
         if opcode in PAYLOAD_OPCODES:
             pclose = match_group(text, popen)
             payload = text[popen + 1 : pclose - 1]
-            if opcode == "parameter" and not payload.strip().isdigit():
-                raise self.error(popen + 1, "expected parameter number")
+            if opcode == "parameter":
+                try:
+                    read_parameter_number(payload)
+                except TextSyntaxError as e:
+                    raise self.error(popen + 1 + (e.offset or 0), e.message) from None
             pos = pclose
         else:
             refs, pos, operand_shapes = self.parse_operands(state, popen)
@@ -442,10 +460,10 @@ class _Parser:
             return refs, end, False
         while True:
             start = shape_start = skip_trivia(text, pos)
-            shape_end = self.scan_shape(start)
-            if shape_end is not None:
+            end_of_shape = shape_end(text, start)
+            if end_of_shape is not None:
                 with_shapes = True
-                start = skip_trivia(text, shape_end)
+                start = skip_trivia(text, end_of_shape)
             tok, tstart, tend = next_token(text, start)
             if not tok or tok in ",)" or not IDENT.fullmatch(tok.lstrip("%")) or tok.endswith(":"):
                 raise self.error(tstart, "expected operand name")
@@ -454,14 +472,14 @@ class _Parser:
                 refs.append(_Operand(nested.name, tstart, nested=nested))
             else:
                 pos = tend
-                indices: list[int] = []
-                while text.startswith("#", pos):
-                    num, nend = token_at(text, pos + 1)
-                    if not num.isdigit():
-                        raise self.error(pos + 1, "expected tuple index after '#'")
-                    indices.append(int(num))
-                    pos = nend
-                refs.append(_Operand(tok.lstrip("%"), tstart, tuple(indices)))
+                indices: tuple[int, ...] = ()
+                run = _INDEX_RUN.match(text, pos)
+                if run is not None:
+                    indices = tuple(map(int, run.group()[1:].split("#")))
+                    pos = run.end()
+                if text.startswith("#", pos):
+                    raise self.error(pos + 1, "expected a tuple index (int64) after '#'")
+                refs.append(_Operand(tok.lstrip("%"), tstart, indices))
             tok, tstart, tend = next_token(text, pos)
             if tok == ")":
                 return refs, tend, with_shapes
@@ -471,17 +489,16 @@ class _Parser:
 
     def parse_nested(self, state: _CompState, at: int, shape_at: int) -> tuple[HloInstruction, int]:
         """A nested instruction operand such as `add(f32[] parameter(0), ...)`."""
-        state.anon += 1
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.error(at, f"nested instructions go deeper than {MAX_NESTING} levels")
         tok, _ = token_at(self.text, at)
         # XLA names them `<opcode>.anon`, then `<opcode>.anon.1`, `.2`, ...
-        name = base = f"{tok}.anon"
-        k = 0
-        while state.lookup(name) is not None:
-            k += 1
-            name = f"{base}.{k}"
+        name = state.unique_name(f"{tok}.anon")
         # It has no line of its own: printed inside its host's, or regenerated.
         inst, pos = self.parse_instruction_rest(state, name, SourceSpan(percent=False), shape_at)
         state.append(inst)
+        self.depth -= 1
         return inst, pos
 
     def resolve_operand(self, state: _CompState, ref: _Operand) -> HloInstruction:
@@ -495,14 +512,18 @@ class _Parser:
         return self.compact_gte(state, base, ref.indices)
 
     def compact_gte(self, state: _CompState, base: HloInstruction, indices: tuple[int, ...]) -> HloInstruction:
-        """Expand `%t#i#j` into get-tuple-elements, shared between uses (as XLA's parser does)."""
+        """Expand `%t#i#j` into get-tuple-elements, shared between uses (as XLA's parser
+        does): `t#i` is named `t_i`, `t#i#j` is `t_i_j`, and so on."""
         current = base
-        for depth in range(1, len(indices) + 1):
-            key = (base, indices[:depth])
+        for index in indices:
+            key = (current, index)
             gte = state.compact.get(key)
             if gte is None:
-                name = base.name + "".join(f"_{i}" for i in indices[:depth])
-                gte = HloInstruction(name, "get-tuple-element", None, [current], [("index", str(indices[depth - 1]))])
+                name = f"{current.name}_{index}"
+                if len(name) > _MAX_COMPACT_GTE_NAME:
+                    name = f"{base.name}_gte"
+                gte = HloInstruction(state.unique_name(name), "get-tuple-element", None, [current],
+                                     [("index", str(index))])
                 gte.span = SourceSpan(percent=base.span.percent)
                 gte.span.compact_gte_base = key
                 state.append(gte)
@@ -518,66 +539,30 @@ class _Parser:
         assert module is not None
         for key, raw, off in attrs:
             if key in CALLED_COMPUTATION_KEYS:
-                for cname, coff in _name_list(raw, off):
+                callees = []
+                for cname, coff in name_list(raw, off):
                     callee = module.get_computation(cname)
                     if callee is None:
                         raise self.error(coff, f"unknown computation {cname!r}")
-                    inst.called_computations = [*inst.called_computations, callee]
+                    callees.append(callee)
                     if inst.opcode == "fusion" and key == "calls":
                         callee.fusion_instruction = inst
+                inst.called_computations = [*inst.called_computations, *callees]
             elif key == "control-predecessors":
-                for pname, poff in _name_list(raw, off):
+                # As AddControlDependencyTo: an edge named twice is one edge.
+                preds: dict[HloInstruction, None] = dict.fromkeys(inst.control_predecessors)
+                for pname, poff in name_list(raw, off):
                     pred = state.lookup(pname)
                     if pred is None:
                         raise self.error(poff, f"unknown control predecessor {pname!r}")
-                    inst.control_predecessors = [*inst.control_predecessors, pred]
-                    pred.control_successors = [*pred.control_successors, inst]
-
-    # ----------------------------------------------------------------- shapes
-    def scan_shape(self, pos: int) -> int | None:
-        """End of the shape starting at `pos`, or None if no shape starts there."""
-        text = self.text
-        if pos >= len(text):
-            return None
-        ch = text[pos]
-        if ch == "(":
-            i = skip_trivia(text, pos + 1)
-            if text.startswith(")", i):
-                return i + 1
-            while True:
-                end = self.scan_shape(i)
-                if end is None:
-                    return None
-                tok, start, tend = next_token(text, end)
-                if tok == ")":
-                    return tend
-                if tok != ",":
-                    return None
-                i = skip_trivia(text, tend)
-        tok, end = token_at(text, pos)
-        if tok == "b" and text.startswith("(", end):
-            return match_group(text, end)
-        if tok not in _PRIMITIVE_NAMES or not text.startswith("[", end):
-            return None
-        end = match_group(text, end)
-        j = skip_trivia(text, end)
-        if text.startswith("{", j):
-            k = skip_trivia(text, j + 1)
-            if k < len(text) and (text[k].isdigit() or text[k] == ":"):
-                return match_group(text, j)
-        return end
-
-
-_NAME_IN_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
-
-
-def _name_list(raw: str, offset: int) -> list[tuple[str, int]]:
-    """Names in `%a`, `{%a, %b}` or `%a, %b` (comments allowed)."""
-    out = []
-    body = re.sub(r"/\*.*?\*/", lambda m: " " * len(m.group()), raw, flags=re.S)
-    for m in _NAME_IN_LIST.finditer(body):
-        out.append((m.group(1), offset + m.start()))
-    return out
+                    if pred in preds:
+                        continue
+                    preds[pred] = None
+                    if isinstance(pred.control_successors, list):
+                        pred.control_successors.append(inst)
+                    else:  # the shared empty tuple of a freshly read instruction
+                        pred.control_successors = [inst]
+                inst.control_predecessors = list(preds)
 
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
