@@ -21,9 +21,29 @@ def _needs_inference(inst: HloInstruction) -> bool:
     return inst._shape is None and inst.shape_text is None
 
 
+_FAILURE = "shape inference failure"
+
+
+def _failure(inst: HloInstruction) -> Exception | None:
+    cache = inst._cache
+    return cache.get(_FAILURE) if cache else None  # type: ignore[return-value]
+
+
+def _remember_failure(inst: HloInstruction, error: Exception) -> None:
+    if inst._cache is None:
+        inst._cache = {}
+    inst._cache[_FAILURE] = error
+
+
 def infer_shape(inst: HloInstruction) -> Shape:
     """The shape of `inst` (which has no shape text). Operands that need inference too are
-    resolved first, deepest first, so a long chain of bare instructions costs no recursion."""
+    resolved first, deepest first, so a long chain of bare instructions costs no recursion.
+    A failure is remembered on the instruction and on those that read it, so asking every
+    instruction of a long broken chain (the liveness scan does) costs linear time, each
+    raising the first error XLA would report."""
+    failure = _failure(inst)
+    if failure is not None:
+        raise failure.with_traceback(None)
     pending = [op for op in inst.operands if _needs_inference(op)]
     if pending:
         order: list[HloInstruction] = []
@@ -36,10 +56,23 @@ def infer_shape(inst: HloInstruction) -> Shape:
             elif node not in seen:
                 seen.add(node)
                 stack.append((node, True))
-                stack.extend((op, False) for op in node.operands if _needs_inference(op) and op not in seen)
-        for node in order:
-            node.shape  # noqa: B018 - decodes and caches, its operands already known
-    return _infer_one(inst)
+                if _failure(node) is None:
+                    stack.extend((op, False) for op in node.operands if _needs_inference(op) and op not in seen)
+        for i, node in enumerate(order):
+            try:
+                node.shape  # noqa: B018 - decodes and caches, its operands already known
+            except ValueError as e:
+                failed = {node}
+                for later in (*order[i + 1:], inst):
+                    if any(op in failed for op in later.operands):
+                        failed.add(later)
+                        _remember_failure(later, e)
+                raise
+    try:
+        return _infer_one(inst)
+    except ValueError as e:
+        _remember_failure(inst, e)
+        raise
 
 
 def _infer_one(inst: HloInstruction) -> Shape:
