@@ -17,13 +17,22 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import equivalence
-from .equivalence import EquivalenceReport, check_equivalence
 from .ir import HloComputation, HloInstruction, HloIrError, HloModule, PrimitiveType, Shape
 from .passes import DEFAULT_PIPELINE, PassError, Pipeline, PipelineResult, pass_names
 from .text import HloParseError, parse_module, parse_modules
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """`equivalence` and its two names load on first use: the command's plain runs never
+    compare on XLA, and its imports (hashlib among them) are start-up every run would pay."""
+    if name in ("equivalence", "EquivalenceReport", "check_equivalence"):
+        from .equivalence import check_equivalence  # noqa: F401 - binds the submodule here
+
+        module = globals()["equivalence"]
+        return module if name == "equivalence" else getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 Result = PipelineResult
 

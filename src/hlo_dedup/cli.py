@@ -26,7 +26,6 @@ from typing import NoReturn, Sequence, TextIO
 
 from . import __version__
 from .analysis.budget import parse_budget
-from .io.discovery import has_magic
 from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
 from .passes.registry import unknown_pass_message
@@ -202,7 +201,16 @@ def _is_batch(args: argparse.Namespace) -> bool:
     """Several inputs, a directory or a pattern, --output-dir or a selection: batch mode."""
     if len(args.input) > 1 or args.output_dir is not None or args.stage is not None or args.module is not None:
         return True
-    return any(os.path.isdir(i) or (has_magic(i) and not os.path.lexists(i)) for i in args.input)
+    if not args.input:
+        return False
+    (path,) = args.input
+    if os.path.isdir(path):
+        return True
+    if os.path.lexists(path):
+        return False
+    from .io.discovery import has_magic  # loaded for a pattern only: it is a third of start-up
+
+    return has_magic(path)
 
 
 def _check_batch(args: argparse.Namespace) -> None:

@@ -41,15 +41,9 @@ from .report import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PASS_FAILED,
-    GraphvizError,
     InputResult,
     ModuleRun,
     RunReport,
-    graphviz_missing,
-    image_format_for,
-    render_dot,
-    render_html,
-    render_image,
     render_json,
     render_summary,
 )
@@ -128,6 +122,8 @@ def report_outputs(options: RunOptions) -> Iterator[tuple[str, str, Callable[[Ru
     """(option, path, renderer) of each aggregate output asked for, in the order they are
     written. `--dot` draws a picture through Graphviz when its name asks for one (`.svg`)."""
     if options.dot:
+        from .report.dot import image_format_for, render_dot, render_image  # a plain run never draws
+
         image = None if options.dot == STDIO else image_format_for(options.dot)
         if image is None:
             yield "--dot", options.dot, lambda report: render_dot(report).encode()
@@ -136,6 +132,8 @@ def report_outputs(options: RunOptions) -> Iterator[tuple[str, str, Callable[[Ru
     if options.report:
         yield "--report", options.report, lambda report: render_json(report).encode()
     if options.html:
+        from .report.html import render_html
+
         yield "--html", options.html, lambda report: render_html(report, command_line=options.command_line).encode()
 
 
@@ -143,6 +141,11 @@ def write_report_outputs(report: RunReport, options: RunOptions, stdout: TextIO 
     """Render and write the run's aggregate outputs (`-`: standard output); the one-line
     error of each that could not be written."""
     errors = []
+    drawing_errors: tuple[type[Exception], ...] = ()
+    if options.dot:
+        from .report.dot import GraphvizError
+
+        drawing_errors = (GraphvizError,)
     for _, path, render in report_outputs(options):
         try:
             data = render(report)
@@ -150,7 +153,7 @@ def write_report_outputs(report: RunReport, options: RunOptions, stdout: TextIO 
                 write_output(data, STDIO, _binary(stdout))
             else:
                 write_file(path, data)
-        except GraphvizError as exc:
+        except drawing_errors as exc:
             errors.append(FormatError(path, str(exc)).format())
         except OSError as exc:
             errors.append(FormatError(path, exc.strerror or str(exc)).format())
@@ -173,8 +176,10 @@ def check_outputs(options: RunOptions, runs: Sequence[tuple[str, str | None]], *
     if len(to_stdout) > 1:
         raise UsageError(f"{to_stdout[0]} - and {to_stdout[1]} - would both write to standard output: "
                          "give one of them a file")
-    for flag, path in aggregates:
-        missing = graphviz_missing(path) if path != STDIO and image_format_for(path) else None
+    if options.dot and options.dot != STDIO:
+        from .report.dot import graphviz_missing, image_format_for
+
+        missing = graphviz_missing(options.dot) if image_format_for(options.dot) else None
         if missing:
             raise UsageError(missing)
     checked = [path for _, path in aggregates] + ([out for _, out in runs if out is not None]

@@ -3,10 +3,11 @@
 `model` holds the plain data a run produces (per module, per input, the whole run); each
 aggregate output is one renderer from a `RunReport` to text: `json` (`--report`), `dot`
 (`--dot`), `html` (`--html`) and `summary` (stderr).
+
+The drawing and the page renderers load on first use (`__getattr__`): a plain run never
+draws, and their imports are a third of the command's start-up.
 """
 
-from .dot import IMAGE_FORMATS, GraphvizError, graphviz_missing, image_format_for, render_dot, render_image
-from .html import render_html
 from .json import SCHEMA_VERSION, load_schema, render_json, report_json
 from .model import (
     EXIT_INPUT_ERROR,
@@ -48,3 +49,18 @@ __all__ = [
     "render_summary",
     "report_json",
 ]
+
+_DRAWING = frozenset({"IMAGE_FORMATS", "GraphvizError", "graphviz_missing", "image_format_for", "render_dot",
+                      "render_image"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _DRAWING:
+        from . import dot
+
+        return getattr(dot, name)
+    if name == "render_html":
+        from .html import render_html
+
+        return render_html
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

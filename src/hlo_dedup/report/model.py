@@ -10,10 +10,12 @@ print the same thing the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from ..io.discovery import Skipped
 from ..passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
+
+if TYPE_CHECKING:
+    from ..io.discovery import Skipped  # made by discovery, which a single-file run does not load
 
 #: Exit statuses: 1 only for a pass that failed (e.g. a RET_CHECK) or a --verify difference;
 #: 2 for usage, I/O and parse errors and for a module XLA:CPU cannot run under --verify.

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
-from ..io.layouts import stage_order
 from ..passes import PassResult
 from .model import PHASES, InputResult, RunReport, module_totals, peak_changes
 from .units import human_bytes, human_seconds, plural
@@ -168,6 +167,8 @@ def _module_lines(inputs: Sequence[InputResult]) -> list[str]:
         if isinstance(item, InputResult):
             lines.append(_input_line(item))
             continue
+        from ..io.layouts import stage_order  # dump-tree runs only
+
         stages = sorted(groups[item], key=lambda r: stage_order(r.stage or ""))
         lines.append(f"{item}: " + "; ".join(f"{r.stage} {_stage_result(r)}" for r in stages))
     return lines
