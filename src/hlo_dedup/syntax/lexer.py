@@ -77,34 +77,35 @@ def match_group(text: str, pos: int, *, raw_json: bool = False) -> int:
     """End of the balanced group opening at `pos` (`{`, `(` or `[`).
 
     In raw-JSON mode only double-quoted strings are skipped and no other character is
-    special, as XLA's lexer does for `backend_config={...}`.
+    special, as XLA's lexer does for `backend_config={...}`. The scan jumps from one special
+    character to the next (a regex search), so long stretches of names and numbers cost
+    no Python steps.
     """
     stack = [_OPEN[text[pos]]]
+    special = _JSON_SPECIAL if raw_json else _GROUP_SPECIAL
     i = pos + 1
-    n = len(text)
-    while i < n:
+    while True:
+        m = special.search(text, i)
+        if m is None:
+            break
+        i = m.start()
         ch = text[i]
-        if ch == '"' or (ch == "'" and not raw_json):
+        if ch == '"' or ch == "'":
             m = _STRING.match(text, i)
             if m is None:
                 raise ScanError(i, "unterminated string")
             i = m.end()
             continue
-        if not raw_json and ch == "/" and text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise ScanError(i, "unterminated /* comment")
-            i = j + 2
-            continue
-        if ch in _OPEN:
-            if raw_json and ch != "{":
-                i += 1
+        if ch == "/":
+            if text.startswith("/*", i):
+                j = text.find("*/", i + 2)
+                if j < 0:
+                    raise ScanError(i, "unterminated /* comment")
+                i = j + 2
                 continue
+        elif ch in _OPEN:
             stack.append(_OPEN[ch])
-        elif ch in _CLOSE:
-            if raw_json and ch != "}":
-                i += 1
-                continue
+        else:
             if ch != stack[-1]:
                 raise ScanError(i, f"mismatched {ch!r}, expected {stack[-1]!r}")
             stack.pop()
@@ -112,6 +113,11 @@ def match_group(text: str, pos: int, *, raw_json: bool = False) -> int:
                 return i + 1
         i += 1
     raise ScanError(pos, f"unbalanced {text[pos]!r}: no matching {stack[-1]!r}")
+
+
+#: What `match_group` stops at: quotes, comment starts and brackets (raw JSON: `"` and braces).
+_GROUP_SPECIAL = re.compile(r"[\"'/{}()\[\]]")
+_JSON_SPECIAL = re.compile(r'["{}]')
 
 
 def _attribute_value_end(text: str, pos: int, key: str, single: bool) -> int:
