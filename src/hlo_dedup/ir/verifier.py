@@ -224,12 +224,18 @@ def _check_tuple(module, comp, inst, shape, operands) -> None:  # type: ignore[n
             raise _fail(comp, inst, f"tuple element {i} {_text(element)} does not match operand shape {_text(operand)}")
 
 
-def _check_slice(module, comp, inst, shape, operands) -> None:  # type: ignore[no-untyped-def]
+def _array_operand(comp, inst, shape, operands) -> Shape:  # type: ignore[no-untyped-def]
+    """The one operand of a slice or reshape, both it and the result arrays."""
     if len(operands) != 1:
-        raise _fail(comp, inst, f"slice takes 1 operand, has {len(operands)}")
+        raise _fail(comp, inst, f"{inst.opcode} takes 1 operand, has {len(operands)}")
     base = operands[0]
     if not base.is_array or not shape.is_array:
-        raise _fail(comp, inst, f"slice needs array shapes, got {_text(base)} -> {_text(shape)}")
+        raise _fail(comp, inst, f"{inst.opcode} needs array shapes, got {_text(base)} -> {_text(shape)}")
+    return base
+
+
+def _check_slice(module, comp, inst, shape, operands) -> None:  # type: ignore[no-untyped-def]
+    base = _array_operand(comp, inst, shape, operands)
     starts = _checked(comp, inst, lambda: inst.slice_starts)
     limits = _checked(comp, inst, lambda: inst.slice_limits)
     strides = _checked(comp, inst, lambda: inst.slice_strides)
@@ -248,11 +254,7 @@ def _check_slice(module, comp, inst, shape, operands) -> None:  # type: ignore[n
 
 
 def _check_reshape(module, comp, inst, shape, operands) -> None:  # type: ignore[no-untyped-def]
-    if len(operands) != 1:
-        raise _fail(comp, inst, f"reshape takes 1 operand, has {len(operands)}")
-    base = operands[0]
-    if not base.is_array or not shape.is_array:
-        raise _fail(comp, inst, f"reshape needs array shapes, got {_text(base)} -> {_text(shape)}")
+    base = _array_operand(comp, inst, shape, operands)
     if base.is_dynamic or shape.is_dynamic:
         return  # bounded/unbounded sizes: the element count is not static
     if base.element_count != shape.element_count:
