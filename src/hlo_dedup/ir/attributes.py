@@ -16,11 +16,13 @@ from ..syntax.cursor import TextCursor, TextSyntaxError
 from ..syntax.errors import HloParseError
 from ..syntax.escape import c_unescape
 from ..syntax.lexer import ScanError, attribute_value_end, split_attributes
+from .metadata import OpMetadata
+from .replica_groups import ReplicaGroups
+from .shape_inference import infer_shape
+from .shape_reader import parse_shape
 
 if TYPE_CHECKING:
     from .instruction import HloInstruction
-    from .metadata import OpMetadata
-    from .replica_groups import ReplicaGroups
     from .shape import Shape
 
 # Values that need no scanner: a word, an int list, a list of int lists, an iota device
@@ -101,6 +103,33 @@ def instruction_error(inst: HloInstruction, message: str) -> HloParseError:
 
 
 # ------------------------------------------------------------------------ raw values
+def at_top_level(text: str, at: int) -> bool:
+    """True if offset `at` of an attribute text is outside every quoted string and bracket
+    (and no comment comes before it): the strings ahead of it, such as the axis names of a
+    mesh `replica_groups`, are stepped over whole."""
+    depth = 0
+    pos = 0
+    while True:
+        m = _TOP_LEVEL_SPECIAL.search(text, pos, at)
+        if m is None:
+            return depth == 0
+        ch = m.group()
+        if ch in "\"'":
+            string = _STRING.match(text, m.start())
+            if string is None or string.end() > at:
+                return False
+            pos = string.end()
+            continue
+        if ch == "/":
+            return False
+        depth += 1 if ch in "{[(" else -1
+        pos = m.end()
+
+
+#: What decides whether an offset is at the top level of an attribute text.
+_TOP_LEVEL_SPECIAL = re.compile(r"[\"'{}\[\]()/]")
+
+
 def attribute_value_at(inst: HloInstruction, start: int, key: str) -> str | None:
     """The raw value of `key` starting at `start` of the unsplit attribute text, or None
     to let the caller split the whole list (which reports any malformed text)."""
@@ -177,11 +206,7 @@ def decode_shape(inst: HloInstruction) -> Shape:
     """The result shape: its text parsed, or inferred when the text left it out."""
     text = inst.shape_text
     if text is None:
-        from .shape_inference import infer_shape
-
         return infer_shape(inst)
-    from .shape_reader import parse_shape
-
     try:
         return parse_shape(text)
     except TextSyntaxError as e:
@@ -302,8 +327,6 @@ def decode_slice(inst: HloInstruction) -> tuple[tuple[int, ...], tuple[int, ...]
 
 
 def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
-    from .replica_groups import ReplicaGroups
-
     raw = inst.attr("replica_groups")
     try:
         groups = ReplicaGroups.parse(raw if raw is not None else "{}")
@@ -344,6 +367,4 @@ def decode_frontend_attributes(inst: HloInstruction) -> dict[str, str]:
 
 
 def decode_metadata(inst: HloInstruction) -> OpMetadata:
-    from .metadata import OpMetadata
-
     return OpMetadata.parse(inst.attr("metadata"))

@@ -251,10 +251,10 @@ class HloInstruction:
             text = self._attr_text
             if (key + "=") not in text:
                 return None
-            # XLA prints opcode attributes before any quoted string (metadata, configs), so
-            # one found ahead of the first quote is real: read just its value.
+            # The first `, key=` outside every string and bracket is the attribute itself:
+            # read just its value.
             at = text.find(", " + key + "=")
-            if at >= 0 and not ('"' in text[:at] or "'" in text[:at]):
+            if at >= 0 and _attributes.at_top_level(text, at):
                 value = _attributes.attribute_value_at(self, at + len(key) + 3, key)
                 if value is not None:
                     return value

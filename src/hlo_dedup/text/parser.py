@@ -29,6 +29,11 @@ _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations"
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
 _HEADER_INT = re.compile(r"[0-9]+")
+#: A computation header as XLA prints it (no comments, strings or line breaks inside).
+_HEADER = re.compile(
+    r"[ \t\r\n]*(ENTRY[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
+    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
+)
 # `#i#j...` after an operand name: indices of at most 18 digits (int64), each a whole token.
 _INDEX_RUN = re.compile(r"(?:#[0-9]{1,18}(?![\w.?]|-(?!>)))+")
 #: Longest name given to a get-tuple-element rebuilt from `%t#i#j...`: each level appends
@@ -251,6 +256,9 @@ class _Parser:
         module = self.module
         assert module is not None
         lead_start = self.pos
+        quick = self.quick_header(lead_start)
+        if quick is not None:
+            return self.read_computation(*quick)
         tok, start, end = next_token(text, lead_start)
         is_entry = False
         if tok == "ENTRY":
@@ -276,6 +284,28 @@ class _Parser:
             tok, start, end = next_token(text, pos)
         if tok != "{":
             raise self.error(start, "expected '{' to open the computation body")
+        return self.read_computation(lead_start, is_entry, name, percent, has_signature, start, end)
+
+    def quick_header(self, lead_start: int) -> tuple[int, bool, str, bool, bool, int, int] | None:
+        """`read_computation`'s arguments for a header as XLA prints it (one line, read with
+        one regex, checked by the careful reader's scanners); None to read it carefully."""
+        m = _HEADER.match(self.text, lead_start)
+        entry, name = (m.group(1), m.group(3)) if m is not None else (None, "ENTRY")
+        if (entry is None and name == "ENTRY") or self.module.get_computation(name) is not None:  # type: ignore[union-attr]
+            return None  # no match, or the careful reader says what is wrong
+        try:
+            if match_group(self.text, m.start(4)) != m.end(4) or shape_end(self.text, m.start(5)) != m.end(5):
+                return None
+        except ScanError:
+            return None
+        return lead_start, entry is not None, name, m.group(2) == "%", True, m.start(6), m.end(6)
+
+    def read_computation(self, lead_start: int, is_entry: bool, name: str, percent: bool, has_signature: bool,
+                         start: int, end: int) -> HloComputation:
+        """The computation whose header spans `lead_start` to its body's `{` (at `start`)."""
+        text = self.text
+        module = self.module
+        assert module is not None
         span = ComputationSpan(text[lead_start:end], start, percent=percent, has_signature=has_signature)
         comp = HloComputation(name, is_entry=is_entry, span=span)
         module.add_computation(comp)
