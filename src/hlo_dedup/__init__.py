@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Sequence
 
 from .ir import HloComputation, HloInstruction, HloIrError, HloModule, PrimitiveType, Shape
@@ -52,7 +51,7 @@ def load_all(source: object, *, spmd: bool = True, format: str | None = None) ->
     if isinstance(source, (str, os.PathLike)):
         from .io.formats import read_modules
 
-        return read_modules(Path(source), spmd=spmd, format=format)
+        return read_modules(source, spmd=spmd, format=format)
     if isinstance(source, (bytes, bytearray, memoryview)):
         from .io.formats import decompress, modules_from_bytes
 
@@ -103,7 +102,7 @@ def save(module: HloModule, path: str | os.PathLike[str], *, format: str | None 
     writes `-o` (see `hlo_dedup.io.files`: through symlinks and devices, mode and owner kept)."""
     from .io.formats import write_module
 
-    write_module(module, Path(path), format=format)
+    write_module(module, path, format=format)
 
 
 def verify_structure(module: HloModule) -> None:
