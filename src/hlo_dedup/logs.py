@@ -13,6 +13,7 @@ implementation (the C++ line numbers are not known).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -32,8 +33,10 @@ def vlog_level(n: int) -> int:
 _vmodule: list[tuple[str, int]] = []
 
 
+@functools.lru_cache(maxsize=None)
 def pass_logger(source_file: str) -> logging.Logger:
-    """The logger of a pass, named after the C++ source file it mirrors."""
+    """The logger of a pass, named after the C++ source file it mirrors (one object for
+    the process: `configure` updates it in place; passes ask once per computation)."""
     stem = source_file.rsplit("/", 1)[-1].removesuffix(".cc")
     name = f"{ROOT_LOGGER}.{stem}"
     known = name in logging.root.manager.loggerDict

@@ -180,11 +180,16 @@ def _hidden(inst: HloInstruction) -> bool:
 
 
 def format_computation(comp: HloComputation) -> str:
-    """The computation's text. Unchanged instructions that are also neighbours in the
-    source are copied as one slice of it; the rest are printed line by line."""
-    parts = [format_computation_head(comp)]
+    """The computation's text. An unchanged computation is one slice of the source;
+    in a changed one, unchanged instructions that are also neighbours in the source are
+    copied as one slice of it and the rest are printed line by line."""
     module = comp.parent
     source = module.source.text if module is not None and module.source is not None else None
+    whole = comp.span
+    if source is not None and whole is not None and whole.body_end >= 0 and comp._sig and not (
+            comp._changed or comp._reorder):
+        return whole.head + source[whole.start + 1 : whole.body_end] + whole.tail
+    parts = [format_computation_head(comp)]
     run_start = run_end = -1
     for inst in _emission_order(comp):
         if _hidden(inst):

@@ -44,14 +44,16 @@ class ModuleSource:
 
 class ComputationSpan:
     """A parsed computation's header (with the whitespace and comments before it) and its
-    closing text, and how its names were written."""
+    closing text, and how its names were written. Its instructions' lines are
+    `source[start + 1:body_end]` (`start`: its `{`)."""
 
-    __slots__ = ("head", "tail", "start", "percent", "has_signature")
+    __slots__ = ("head", "tail", "start", "body_end", "percent", "has_signature")
 
     def __init__(self, head: str, start: int, *, percent: bool = True, has_signature: bool = True) -> None:
         self.head = head
         self.tail = "\n}"
         self.start = start
+        self.body_end = -1
         self.percent = percent
         self.has_signature = has_signature
 

@@ -315,8 +315,7 @@ class _Parser:
             module.entry = comp
         state = _CompState(comp)
         pos = self.parse_body(state, end)
-        # pos is at the closing brace
-        close_lead = pos
+        close_lead = span.body_end = pos  # the closing brace's lead starts here
         cstart = skip_trivia(text, pos)
         end = cstart + 1
         attrs, after = split_attributes(text, end, single=True)
