@@ -102,7 +102,7 @@ _CALIBRATE = """
 import sys, time
 from pathlib import Path
 import hlo_dedup
-from hlo_dedup.text.printer import format_module
+from hlo_dedup.ir.printer import format_module
 texts = [p.read_text() for p in sorted(Path(sys.argv[1]).glob("*.hlo"))]
 t0 = time.perf_counter()
 for _ in range(int(sys.argv[2])):

@@ -82,7 +82,7 @@ def run_xla(path: Path, args: argparse.Namespace) -> dict:
 def _parse_and_print(path: Path, args: argparse.Namespace, print_phase: str):  # type: ignore[no-untyped-def]
     """Parse as the command does, then print the unchanged module (asserted byte-identical)."""
     import hlo_dedup
-    from hlo_dedup.text.printer import format_module
+    from hlo_dedup.ir.printer import format_module
 
     text = path.read_text()
     base = _status_kb("VmRSS")
@@ -104,7 +104,7 @@ def run_ours(path: Path, args: argparse.Namespace) -> dict:
 def run_pipeline(path: Path, args: argparse.Namespace) -> dict:
     from hlo_dedup.passes import all_gather_duplicate_remover as agmod
     from hlo_dedup.passes import create_pass
-    from hlo_dedup.text.printer import format_module
+    from hlo_dedup.ir.printer import format_module
 
     text, base, ph, module = _parse_and_print(path, args, "print_unchanged")
     before = module.instruction_count()
@@ -113,10 +113,10 @@ def run_pipeline(path: Path, args: argparse.Namespace) -> dict:
     inner = {"s": 0.0, "cpu": 0.0}
     real_dce = agmod.run_dce
 
-    def timed_dce(m):  # type: ignore[no-untyped-def]
+    def timed_dce(m, transaction=None):  # type: ignore[no-untyped-def]
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            return real_dce(m)
+            return real_dce(m, transaction)
         finally:
             inner["s"] += time.perf_counter() - t0
             inner["cpu"] += time.process_time() - c0

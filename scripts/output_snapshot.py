@@ -2,10 +2,11 @@
 """Record what the command writes for every module we have, to prove a refactor changed nothing.
 
     python scripts/output_snapshot.py OUT_DIR            # run, write OUT_DIR/<config>/..., manifest
+    python scripts/output_snapshot.py OUT_DIR --corpus DIR   # the corpus is elsewhere
     python scripts/output_snapshot.py --compare A B      # exit 1 and list the differences
 
-For each input (every corpus file under ../shared/corpus/xla-hlo, every `.hlo` under
-tests/data and examples/) and each configuration (the default pipeline, `--passes=`,
+For each input (every corpus file under ../shared/corpus/xla-hlo beside the checkout, or
+--corpus DIR, every `.hlo` under tests/data and examples/) and each configuration (the default pipeline, `--passes=`,
 `--strict`), the command runs in-process as `hlo-dedup INPUT --split-input-file -o OUT
 --report REPORT.json --dot FOLDS.dot`. The snapshot keeps the exit status, the output
 bytes, the JSON report, the picture and the stderr summary, with every timing removed (they
@@ -34,8 +35,8 @@ _DURATION = re.compile(r"\s*\(\d+(?:\.\d+)? (?:µs|ms|s)\)")
 _TIMING_KEYS = frozenset({"timings", "seconds", "wall_seconds"})
 
 
-def inputs() -> list[Path]:
-    found = sorted(CORPUS.glob("*.hlo")) if CORPUS.is_dir() else []
+def inputs(corpus: Path) -> list[Path]:
+    found = sorted(corpus.glob("*.hlo")) if corpus.is_dir() else []
     for folder in ("tests/data", "examples"):
         found += sorted((REPO / folder).rglob("*.hlo"))
     return found
@@ -77,23 +78,23 @@ def run_one(source: Path, flags: list[str], work: Path) -> dict[str, bytes]:
     return record
 
 
-def snapshot(out_dir: Path) -> None:
-    out_dir = out_dir.resolve()
+def snapshot(out_dir: Path, corpus: Path) -> None:
+    out_dir, corpus = out_dir.resolve(), corpus.resolve()
     os.chdir(REPO)  # inputs are named relative to the checkout, so two checkouts compare
     work = out_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     manifest: list[str] = []
-    files = inputs()
+    files = inputs(corpus)
     for config, flags in CONFIGS.items():
         for source in files:
-            rel = source.relative_to(CORPUS) if source.is_relative_to(CORPUS) else source.relative_to(REPO)
+            rel = source.relative_to(corpus) if source.is_relative_to(corpus) else source.relative_to(REPO)
             record = run_one(source, flags, work)
             target = out_dir / config / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             for kind, data in record.items():
                 (target.parent / f"{target.name}.{kind}").write_bytes(data)
                 manifest.append(f"{config}\t{rel}\t{kind}\t{hashlib.sha256(data).hexdigest()}")
-        print(f"{config}: {len(files)} inputs", file=sys.stderr)
+        print(f"{config}: {len(files)} inputs ({sum(f.is_relative_to(corpus) for f in files)} from the corpus)", file=sys.stderr)
     (out_dir / "manifest.tsv").write_text("\n".join(manifest) + "\n")
 
 
@@ -114,6 +115,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", type=Path, metavar="DIR")
     parser.add_argument("--compare", action="store_true", help="compare two snapshot directories")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, metavar="DIR",
+                        help="the XLA corpus folder (default: ../shared/corpus/xla-hlo beside the checkout)")
     args = parser.parse_args()
     if args.compare:
         if len(args.paths) != 2:
@@ -121,7 +124,7 @@ def main() -> int:
         return compare(*args.paths)
     if len(args.paths) != 1:
         parser.error("give one output directory")
-    snapshot(args.paths[0])
+    snapshot(args.paths[0], args.corpus)
     return 0
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command: install hlo-dedup into .venv and run the Neuron dedup passes on the bundled
-# JAX FSDP example (remat + grad, so the backward pass re-gathers weights).
+# JAX FSDP example (grad of an MLP with a tied weight under remat: both folds come from the tie).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh progress

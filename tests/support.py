@@ -16,16 +16,20 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "xla-hlo"
 JAX_DATA = REPO / "tests" / "data" / "jax"
 IN_CI = os.environ.get("CI") == "true"
+#: Every corpus file in CI (or with HLO_DEDUP_CORPUS=all); otherwise every fifth one, so the
+#: fast subset stays fast, as hypothesis draws fewer examples outside CI.
+FULL_CORPUS = IN_CI or os.environ.get("HLO_DEDUP_CORPUS") == "all"
 
 
-def corpus_files() -> list[Path]:
-    """The corpus `.hlo` files; outside CI an absent corpus skips, in CI it fails."""
+def corpus_files(*, every: bool = False) -> list[Path]:
+    """The corpus `.hlo` files (all with `every`, else see FULL_CORPUS); outside CI an absent
+    corpus skips, in CI it fails."""
     files = sorted(CORPUS.glob("*.hlo")) if CORPUS.is_dir() else []
     if not files:
         if IN_CI:
             pytest.fail(f"corpus missing at {CORPUS} (CI must have ../shared/corpus)")
         pytest.skip("../shared/corpus/xla-hlo is absent (only CI and developer clones have it)")
-    return files
+    return files if FULL_CORPUS or every else files[::5]
 
 
 def jax_modules() -> list[Path]:
@@ -41,8 +45,3 @@ def xla_client() -> ModuleType:
             pytest.fail("jax/jaxlib are required in CI (pip install -e '.[test]')")
         pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[test]'")
     return xc
-
-
-def xla_hlo() -> ModuleType:
-    """jaxlib's HLO bindings: parse and print with XLA's own C++."""
-    return xla_client().hlo

@@ -1,8 +1,6 @@
 """`python -m hlo_dedup`: the `hlo-dedup` command."""
 
-import sys
-
-from .cli import main
+from .cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -13,6 +13,7 @@ implementation (the C++ line numbers are not known).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -27,9 +28,31 @@ def vlog_level(n: int) -> int:
     return logging.INFO - n
 
 
+#: `--vmodule` entries as (file pattern, logging level), applied to every pass logger,
+#: including those first asked for after `configure`.
+_vmodule: list[tuple[str, int]] = []
+
+
+@functools.lru_cache(maxsize=None)
 def pass_logger(source_file: str) -> logging.Logger:
+    """The logger of a pass, named after the C++ source file it mirrors (one object for
+    the process: `configure` updates it in place; passes ask once per computation)."""
     stem = source_file.rsplit("/", 1)[-1].removesuffix(".cc")
-    return logging.getLogger(f"{ROOT_LOGGER}.{stem}")
+    name = f"{ROOT_LOGGER}.{stem}"
+    known = name in logging.root.manager.loggerDict
+    logger = logging.getLogger(name)
+    if not known:
+        _apply_vmodule(stem, logger)
+    return logger
+
+
+def _apply_vmodule(stem: str, logger: logging.Logger) -> None:
+    import fnmatch
+
+    logger.setLevel(logging.NOTSET)
+    for pattern, level in _vmodule:
+        if fnmatch.fnmatch(stem, pattern):
+            logger.setLevel(level)
 
 
 class GlogFormatter(logging.Formatter):
@@ -51,8 +74,12 @@ def configure(v: int = 0, vmodule: str = "", stream: TextIO | None = None) -> No
 
     With nothing enabled, the vlog loggers stay silent (level above INFO).
     """
-    import fnmatch
-
+    entries: list[tuple[str, int]] = []
+    for item in filter(None, (s.strip() for s in vmodule.split(","))):
+        pattern, _, level = item.partition("=")
+        if not level.lstrip("-").isdigit():
+            raise ValueError(f"--vmodule entry {item!r} is not file=N")
+        entries.append((pattern.removesuffix(".cc"), vlog_level(int(level)) if int(level) > 0 else logging.WARNING))
     root = logging.getLogger(ROOT_LOGGER)
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -61,18 +88,7 @@ def configure(v: int = 0, vmodule: str = "", stream: TextIO | None = None) -> No
     root.addHandler(handler)
     root.propagate = False
     root.setLevel(vlog_level(v) if v > 0 else logging.WARNING)
-    known = [name for name in logging.root.manager.loggerDict if name.startswith(ROOT_LOGGER + ".")]
-    for name in known:
-        logging.getLogger(name).setLevel(logging.NOTSET)
-    for item in filter(None, (s.strip() for s in vmodule.split(","))):
-        pattern, _, level = item.partition("=")
-        if not level.lstrip("-").isdigit():
-            raise ValueError(f"--vmodule entry {item!r} is not file=N")
-        pattern = pattern.removesuffix(".cc")
-        from .passes.registry import PASS_SOURCE_FILES
-
-        for stem in set(PASS_SOURCE_FILES) | {n.rsplit(".", 1)[-1] for n in known}:
-            if fnmatch.fnmatch(stem, pattern):
-                logging.getLogger(f"{ROOT_LOGGER}.{stem}").setLevel(
-                    vlog_level(int(level)) if int(level) > 0 else logging.WARNING
-                )
+    _vmodule[:] = entries
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(ROOT_LOGGER + "."):
+            _apply_vmodule(name.rsplit(".", 1)[-1], logging.getLogger(name))

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import IN_CI
 
 from hlo_dedup.cli import main
 from hlo_dedup.report import load_schema
@@ -57,7 +56,7 @@ def corpus(tmp_path: Path) -> Path:
         dest = src / ("sub" if i % 4 == 1 else "") / f.name
         shutil.copy(f, dest)
     (src / "sub" / "deeper" / "bad.hlo").write_text(BAD_HLO)
-    (src / "notes.md").write_text("not an input\n")  # not *.hlo/*.txt/*.pb/*.pbtxt: skipped
+    (src / "notes.md").write_text("not an input\n")  # not named like an input: skipped
     return src
 
 
@@ -146,6 +145,23 @@ def test_one_and_two_workers_give_identical_outputs(corpus: Path, tmp_path: Path
     assert reports["1err"] == reports["2err"]
 
 
+def _cluster_titles(dot: str) -> list[str]:
+    return re.findall(r'^    label="([^"]*)";$', dot, re.M)
+
+
+def test_dot_draws_every_module_of_every_file(corpus: Path, tmp_path: Path) -> None:
+    dot = tmp_path / "folds.dot"
+    proc = run(corpus, "--output-dir", tmp_path / "out", "-j", "2", "--dot", dot)
+    assert proc.returncode == 2, err(proc)  # bad.hlo: not drawn, the others are
+    expected = []
+    for src in sorted(corpus.rglob("*.hlo"), key=lambda p: p.relative_to(corpus).as_posix()):
+        if src.name != "bad.hlo":
+            assert single(src, tmp_path / "x.hlo", "--dot", str(tmp_path / "one.dot"))[0] == 0
+            expected += [f"{src}: {title}" for title in _cluster_titles((tmp_path / "one.dot").read_text())]
+    assert len(expected) >= 8  # several files fold, some in two computations
+    assert _cluster_titles(dot.read_text()) == expected
+
+
 def test_glob_patterns_are_expanded_by_the_tool(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     # Quoted patterns reach the tool unexpanded (no shell here); ** recurses; the output mirrors
@@ -211,7 +227,7 @@ def test_usage_errors(tmp_path: Path) -> None:
     a, b = DATA / "cond.hlo", DATA / "conv.hlo"
     for args, text in [
         ((a, b, "-o", tmp_path / "x.hlo"), "-o names one output file"),
-        ((a, b), "several inputs need --output-dir"),
+        ((a, b), "several inputs, a directory or a pattern need --output-dir DIR"),
         ((a, "-", "--output-dir", tmp_path / "o"), "standard input (-) cannot be a batch-mode input"),
         ((a, b, "--output-dir", tmp_path / "o", "-j", "0"), "expected a positive integer"),
         ((a, tmp_path / "x" / "cond.hlo", "--output-dir", tmp_path / "o"), "would both be written to"),
@@ -257,17 +273,14 @@ def test_works_without_jax(corpus: Path, tmp_path: Path) -> None:
     assert f"files: {len(JAX_FILES)} ok, 1 failed" in err(proc)
 
 
-def test_binary_proto_inputs_write_binary_protos(tmp_path: Path) -> None:
-    try:
-        from jax._src.lib import xla_client as xc
-    except ImportError:
-        if IN_CI:
-            raise
-        pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[test]'")
+def test_binary_proto_inputs_write_binary_protos(tmp_path: Path, xc) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "in"
     src.mkdir()
     proto = xc.hlo.hlo_module_from_text((DATA / "fsdp_shard_map.hlo").read_text()).as_serialized_hlo_module_proto()
     (src / "model.pb").write_bytes(proto)
+    from hlo_dedup.io.proto import module_bytes_to_text_proto
+
+    (src / "model.textproto").write_text(module_bytes_to_text_proto(proto))  # every proto suffix is found
     shutil.copy(DATA / "cond.hlo", src)
     proc = run(src, "--output-dir", tmp_path / "out", "--report", tmp_path / "r.json")
     assert proc.returncode == 0, err(proc)
@@ -277,4 +290,6 @@ def test_binary_proto_inputs_write_binary_protos(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "model.pb").read_bytes() == (tmp_path / "single.pb").read_bytes()
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["input_format"] == "mixed" and data["output_format"] == "mixed"
-    assert [i["output_format"] for i in data["inputs"]] == ["hlo", "pb"]
+    assert [i["output_format"] for i in data["inputs"]] == ["hlo", "pb", "pbtxt"]
+    assert [i["input_format"] for i in data["inputs"]] == ["hlo", "pb", "pbtxt"]
+    assert sorted(tree(tmp_path / "out")) == ["cond.hlo", "model.pb", "model.textproto"]

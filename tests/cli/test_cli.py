@@ -378,7 +378,7 @@ def test_report_json_matches_schema(tmp_path: Path) -> None:
     assert proc.returncode == 0, err(proc)
     data = json.loads(report.read_text())
     jsonschema.validate(data, load_schema())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["pipeline"] == ["neuron-preprocess-kernel-duplicate-remover", "neuron_all_gather_duplicate_remover"]
     (module,) = data["modules"]
     assert module["name"] == "jit__fsdp_forward" and module["changed"] is True
@@ -508,3 +508,20 @@ def test_in_process_main_with_text_streams(tmp_path: Path) -> None:
     code = main([str(FSDP), "--passes=neuron_all_gather_duplicate_remover"], stdout=stdout, stderr=stderr)
     assert code == 0, stderr.getvalue()
     assert len(all_gathers(stdout.getvalue())) == 3
+
+
+def test_a_plain_run_loads_no_renderer_comparer_or_dump_tree_reader(tmp_path: Path) -> None:
+    """Start-up is most of a small module's run: what only --dot, --html, verify or a
+    directory input needs is loaded when asked for, not by every run."""
+    out = tmp_path / "out.hlo"
+    script = ("import sys; from hlo_dedup.cli import main; "
+              f"status = main([{str(DATA / 'gspmd_transformer_after_spmd.hlo')!r}, '-o', {str(out)!r}]); "
+              "print(status, sorted(m for m in sys.modules if m.startswith(('hlo_dedup', 'hashlib', 'html', 'jax'))))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    status, loaded = done.stdout.split(" ", 1)
+    assert status == "0" and out.exists()
+    for module in ("hlo_dedup.report.dot", "hlo_dedup.report.html", "hlo_dedup.equivalence",
+                   "hlo_dedup.io.discovery", "hlo_dedup.io.layouts", "hashlib", "html", "jax"):
+        assert f"'{module}'" not in loaded, module
+    assert "'hlo_dedup.passes.all_gather_duplicate_remover'" in loaded

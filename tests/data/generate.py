@@ -4,15 +4,24 @@ The dedup passes must be checked on what JAX actually emits (Shardy custom-calls
 on every gather, opt-barriers from remat, while bodies), not on hand-written text. Shapes and
 seeds are fixed so a re-run with the same jax version reproduces the files byte for byte.
 Needs the ``xla`` extra (jax/jaxlib).
+
+``python tests/data/generate.py --xla-dump DIR`` instead runs a small sharded training loop
+with ``XLA_FLAGS=--xla_dump_to=DIR`` (text and proto, plus the dumps around XLA's SPMD
+partitioner), exactly as a user would, and leaves XLA's whole dump tree in DIR: the tests of
+dump-directory inputs use it (it is too large to keep in the repository).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-# Eight virtual CPU devices must be configured before jax is imported.
+# Eight virtual CPU devices (and, for --xla-dump, XLA's dump flags) must be set before jax is imported.
+DUMP_FLAGS = "--xla_dump_hlo_as_text --xla_dump_hlo_as_proto --xla_dump_hlo_pass_re=spmd-partitioning"
+_DUMP_DIR = sys.argv[sys.argv.index("--xla-dump") + 1] if "--xla-dump" in sys.argv[:-1] else None
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    + (f" --xla_dump_to={_DUMP_DIR} {DUMP_FLAGS}" if _DUMP_DIR else "")
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -27,6 +36,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import jaxlib
+import numpy as np
 from jax import lax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -202,6 +212,42 @@ def _gspmd_compiled() -> tuple[str, str]:
         return compiled.as_text(), after_spmd.read_text()
 
 
+def gspmd_transformer_after_spmd() -> str:
+    """GSPMD attention-style layers under remat and grad, right after spmd-partitioning: the
+    weights are reshaped into heads before use, so the partitioner gathers reshapes (and sums
+    and dots) of parameters, never a parameter itself: nothing the Neuron pass can trace."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    row_sharded = NamedSharding(mesh, P("x", None))
+    heads = 4
+
+    def layer(x: jax.Array, wq: jax.Array, wo: jax.Array) -> jax.Array:
+        q = jnp.einsum("bd,dhk->bhk", x, wq.reshape(D, heads, D // heads))
+        return jnp.tanh(jnp.einsum("bhk,hkd->bd", q, wo.reshape(heads, D // heads, D))) + x
+
+    def loss(ws: tuple[tuple[jax.Array, jax.Array], ...], x: jax.Array) -> jax.Array:
+        for wq, wo in ws:
+            x = jax.checkpoint(layer)(x, wq, wo)
+        return jnp.sum(x * x)
+
+    ws = ((_spec((D, D), P("x", None), mesh),) * 2,) * 2
+    jitted = jax.jit(jax.grad(loss), in_shardings=(row_sharded, row_sharded))
+    previous = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", False)
+    try:
+        with tempfile.TemporaryDirectory() as dump_dir:
+            jitted.lower(ws, _spec((BATCH, D), P("x", None), mesh)).compile(
+                compiler_options={
+                    "xla_dump_to": dump_dir,
+                    "xla_dump_hlo_pass_re": "spmd-partitioning",
+                    "xla_dump_hlo_as_text": True,
+                }
+            )
+            (after_spmd,) = Path(dump_dir).glob("*.after_spmd-partitioning.*.txt")
+            return after_spmd.read_text()
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", previous)
+
+
 def gspmd_post_opt() -> str:
     return _gspmd_compiled()[0]
 
@@ -301,6 +347,12 @@ MODULES: dict[str, tuple[Callable[[], str], str]] = {
         "the same GSPMD program dumped right after XLA's spmd-partitioning pass: already partitioned"
         " (ENTRY main.0_spmd, num_partitions=8, local shapes); the partitioner itself reuses w1's gather",
     ),
+    "gspmd_transformer_after_spmd": (
+        gspmd_transformer_after_spmd,
+        "grad of two GSPMD attention-style layers under jax.checkpoint, right after spmd-partitioning:"
+        " the weights are reshaped into heads, so every gather reads a reshape, sum or dot of a"
+        " parameter and none is traced (the 'silent zero' the report must explain)",
+    ),
     "conv": (conv, "2-D convolution + relu + mean (no collectives)"),
     "sort": (sort, "sort, argsort and a two-operand sort (no collectives)"),
     "linalg": (linalg, "cholesky and QR: LAPACK custom-calls (no collectives)"),
@@ -308,7 +360,8 @@ MODULES: dict[str, tuple[Callable[[], str], str]] = {
     "while_loop": (while_loop, "lax.fori_loop with a fixed trip count (while loop)"),
 }
 
-STAGES = {"gspmd_post_opt": "post-optimization", "gspmd_after_spmd": "after spmd-partitioning"}
+STAGES = {"gspmd_post_opt": "post-optimization", "gspmd_after_spmd": "after spmd-partitioning",
+          "gspmd_transformer_after_spmd": "after spmd-partitioning"}
 
 _COMPUTATION_HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _HEADER_INT = re.compile(r"\b(replica_count|num_partitions)=(\d+)")
@@ -345,6 +398,41 @@ def devices_needed(text: str) -> int:
     return size
 
 
+def training_loop() -> None:
+    """What a user's FSDP training loop leaves in an XLA dump: two steps of a sharded MLP with
+    remat and a tied weight (compiled once, dumped once), the small modules JAX compiles to
+    build and place the arrays, and an evaluation against a fixed table whose constant the
+    text dumps elide (``{...}``), compiled with ``--xla_dump_compress_protos`` (``.hlo.pb.gz``)."""
+    layer = jax.checkpoint(_gathered_layer)
+
+    @partial(jax.shard_map, mesh=MESH, in_specs=(P("x"), P("x"), P("x")), out_specs=P("x"))
+    def forward(w1: jax.Array, w2: jax.Array, x: jax.Array) -> jax.Array:
+        for w in (w1, w2, w1):  # w1 is tied: layers 1 and 3
+            x = layer(w, x)
+        return x
+
+    def loss(ws: tuple[jax.Array, ...], x: jax.Array) -> jax.Array:
+        return jnp.mean(forward(*ws, x) ** 2)
+
+    @jax.jit
+    def train_step(ws: tuple[jax.Array, ...], x: jax.Array) -> tuple[tuple[jax.Array, ...], jax.Array]:
+        value, grads = jax.value_and_grad(loss)(ws, x)
+        return tuple(w - 0.1 * g for w, g in zip(ws, grads)), value
+
+    sharded = NamedSharding(MESH, P("x"))
+    ws = tuple(jax.device_put(jnp.full((D, D), 0.01 * (i + 1), jnp.float32), sharded) for i in range(2))
+    x = jax.device_put(jnp.ones((BATCH, D)), sharded)
+    for _ in range(2):
+        ws, value = train_step(ws, x)
+    table = np.linspace(-1.0, 1.0, D * D, dtype=np.float32).reshape(D, D)
+
+    def evaluate(ws: tuple[jax.Array, ...], x: jax.Array) -> jax.Array:
+        return loss(ws, x) + jnp.sum(table * ws[0])
+
+    compiled = jax.jit(evaluate).lower(ws, x).compile(compiler_options={"xla_dump_compress_protos": True})
+    print(f"loss {float(value):.6f}, eval {float(compiled(ws, x)):.6f}; XLA dump in {_DUMP_DIR}")
+
+
 def main() -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
@@ -374,4 +462,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    training_loop() if _DUMP_DIR else main()

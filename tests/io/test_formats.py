@@ -10,6 +10,7 @@ from hlo_dedup.io import formats, proto
 from hlo_dedup.io.formats import (
     FormatError,
     detect_format,
+    module_texts_from_bytes,
     output_format_for,
     read_modules,
     write_module,
@@ -53,6 +54,24 @@ def test_detect_format_by_extension_and_content() -> None:
     assert detect_format("-", b'name: "jit_f"\ncomputations {\n') == "pbtxt"
     assert detect_format("-", b"# comment\nhlo_module {\n") == "pbtxt"
     assert detect_format("x", "HloModule m\n// caf\u00e9\n".encode()) == "hlo"
+    assert detect_format("x", b"HloModule m\n// caf\xe9 \x01\n") == "hlo"  # not UTF-8, still text
+    assert detect_format("x", b"\n\x05jit_f\x12\x06main.2\x1a\x40") == "pb"  # cut short: a proto
+
+
+def test_texts_with_an_odd_byte_and_protos_are_told_apart(xc) -> None:
+    """Every test module with one odd byte put anywhere in its first 4 KiB stays text; its
+    HloModuleProto (whole, or cut after its first field) is a proto."""
+    import random
+
+    rng = random.Random(11)
+    for path in sorted(DATA.parent.rglob("*.hlo")):
+        text = path.read_bytes()
+        for byte in (0x00, 0x01, 0x1B, 0x80, 0xE9, 0xFF):
+            at = rng.randrange(min(len(text), 4096))
+            assert detect_format("m.hlo", text[:at] + bytes([byte]) + text[at + 1 :]) == "hlo", (path, at)
+        proto_bytes = module_proto(xc, path)
+        assert detect_format("m.hlo", proto_bytes) == "pb"
+        assert detect_format("m.hlo", proto_bytes[: len(proto_bytes) // 2]) == "pb"
 
 
 def test_output_format_for() -> None:
@@ -143,6 +162,20 @@ def test_text_proto_error_has_a_location(tmp_path: Path) -> None:
     assert info.value.format().startswith(f"{src}:4:")
 
 
+@pytest.mark.parametrize("depth", [150, 20_000])
+def test_deep_text_proto_is_a_located_error(tmp_path: Path, depth: int) -> None:
+    """Deeper than XLA's protobuf reads (and than Python's stack): a clear error where the
+    101st level opens, never a RecursionError."""
+    src = tmp_path / "m.pbtxt"
+    opening = "  shape { tuple_shapes " + "{ tuple_shapes " * depth
+    src.write_text('name: "m"\ncomputations {\n' + opening + "{ element_type: F32 }" + " }" * (depth + 2) + "\n}\n")
+    with pytest.raises(FormatError) as info:
+        read_modules(src)
+    # `computations {` is level 1, `shape {` level 2: level 101 is the 99th `{ tuple_shapes`.
+    assert (info.value.line, info.value.column) == (3, len("  shape { tuple_shapes ") + 98 * len("{ tuple_shapes ") + 1)
+    assert "deeper than 100" in info.value.message
+
+
 def test_schema_table_matches_jaxlib(xc) -> None:
     """The generated table is what tests/io/gen_hlo_schema.py reads from this jaxlib."""
     import contextlib
@@ -174,6 +207,18 @@ def test_split_and_marker_rules(tmp_path: Path) -> None:
     assert info.value.line == FSDP.read_text().count("\n") + 1
 
 
+def test_module_texts_are_the_modules_unparsed(xc) -> None:
+    """What `hlo-dedup verify` hands to XLA: each module's text as written, a proto's as XLA prints it."""
+    first, second = FSDP.read_text(), (DATA / "cond.hlo").read_text()
+    both = (first + "// -----\n" + second).encode()
+    texts = module_texts_from_bytes(both, "two.hlo")
+    assert texts == [first, "\n" + second]  # the split keeps every byte after the marker line
+    pb = module_proto(xc, FSDP)
+    (printed,) = module_texts_from_bytes(pb, "graph.hlo")  # sniffed as a binary proto
+    assert printed == xc.hlo.HloModule.from_serialized_hlo_module_proto(pb).to_string()
+    assert module_texts_from_bytes(b"HloModule broken\nENTRY {", "x.hlo") == ["HloModule broken\nENTRY {"]
+
+
 def test_missing_file_is_a_format_error(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as info:
         read_modules(tmp_path / "absent.hlo")
@@ -198,10 +243,17 @@ def test_write_module_formats(tmp_path: Path, xc) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.bin", "m.hlo", "m.pb", "m.pbtxt"]
 
 
-def test_render_joins_text_modules_like_hlo_opt() -> None:
+def test_render_joins_text_modules_with_the_split_marker(tmp_path: Path) -> None:
+    """hlo-opt joins modules with a bare newline, which cannot be read back; we put the
+    `// -----` line between them, so the output splits into the same modules again."""
     mods = read_modules(FSDP) + read_modules(DATA / "cond.hlo")
     out = formats.render_modules(mods, "hlo").decode()
-    assert out == FSDP.read_text() + "\n" + (DATA / "cond.hlo").read_text()
+    assert out == FSDP.read_text() + "// -----\n" + (DATA / "cond.hlo").read_text()
+    (tmp_path / "two.hlo").write_text(out)
+    back = read_modules(tmp_path / "two.hlo")
+    assert [m.to_text().strip() for m in back] == [m.to_text().strip() for m in mods]
+    assert formats.join_module_texts(["a}", "b"]) == "a}\n// -----\nb"
+    assert formats.join_module_texts(["a}\n\n", "\n\nb"]) == "a}\n\n// -----\n\nb"
     with pytest.raises(FormatError):
         formats.render_modules(mods, "pb")
 
@@ -210,6 +262,10 @@ def test_public_api_load_all_and_save(tmp_path: Path, xc) -> None:
     import hlo_dedup
 
     module = hlo_dedup.load(FSDP)
+    # A string is HLO text when it spans lines, else a path.
+    assert hlo_dedup.load(str(FSDP)).to_text() == hlo_dedup.load(FSDP.read_text()).to_text() == module.to_text()
+    with pytest.raises(FormatError):
+        hlo_dedup.load("HloModule m, entry_computation_layout={()->f32[]}")
     result = hlo_dedup.run_passes(module)
     assert result.changed and len(result.folds) == 1
     hlo_dedup.save(module, tmp_path / "out.pb")

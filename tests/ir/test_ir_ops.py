@@ -6,7 +6,7 @@ import pytest
 
 from hlo_dedup.ir.computation import HloComputation
 from hlo_dedup.ir.instruction import HloInstruction, HloIrError
-from hlo_dedup.ir.shape import parse_shape
+from hlo_dedup.ir.shape_reader import parse_shape
 from hlo_dedup.text import parse_module
 
 H = "HloModule m\n\n"
@@ -390,3 +390,18 @@ def test_typed_accessors() -> None:
     assert g("r").raw_backend_config == "" and g("c3").custom_call_target == "t"
     assert g("p").parameter_number == 0
     assert g("p").shape.to_text() == "f32[8,9]{1,0}"
+
+
+@pytest.mark.parametrize("attributes, expected", [
+    # a mesh's axis names are strings ahead of the key: stepped over, the value read directly
+    ("replica_groups=mesh['axis_0'=2] {'axis_0'}, dimensions={1}", "{1}"),
+    # the same words inside a bracketed value or a string are not the attribute
+    ('frontend_attributes={a="1", dimensions="2"}, dimensions={1}', "{1}"),
+    ('metadata={op_name=", dimensions={0}"}, dimensions={1}', "{1}"),
+])
+def test_attr_finds_the_top_level_attribute(attributes: str, expected: str) -> None:
+    text = ("HloModule m, num_partitions=2\nENTRY e {\n  p = f32[2,2]{1,0} parameter(0)\n"
+            f"  ROOT g = f32[2,4]{{1,0}} all-gather(p), channel_id=1, {attributes}, use_global_device_ids=true\n}}\n")
+    gather = parse_module(text).entry.root
+    assert gather.attr("dimensions") == expected
+    assert gather.dimensions == (1,)

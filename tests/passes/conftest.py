@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
-import os
 import re
 
 import pytest
@@ -12,37 +10,18 @@ import pytest
 import hlo_dedup
 from hlo_dedup import logs
 
-IN_CI = os.environ.get("CI") == "true"
 _GLOG_LINE = re.compile(r"^I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ ([\w.]+)\.cc:\d+\] (.*)$")
 
 
-def _xla_parse(text: str) -> None:
-    """XLA's own parser must accept `text` (jaxlib); absent jax skips this check outside CI."""
-    try:
-        from jax._src.lib import xla_client as xc
-    except ImportError:
-        if IN_CI:
-            pytest.fail("jax/jaxlib are required in CI (pip install -e '.[test]')")
-        return
-    xc.hlo.hlo_module_from_text(text)
-
-
-def _verify(module: hlo_dedup.HloModule) -> None:
-    """`hlo_dedup.verify_structure` once src/hlo_dedup/verify.py exists; a no-op until then."""
-    if importlib.util.find_spec("hlo_dedup.verify") is None:
-        return
-    hlo_dedup.verify_structure(module)
-
-
 @pytest.fixture
-def check_output():
+def check_output(xla_hlo):  # type: ignore[no-untyped-def]
     """Assert a pass output is structurally sound and that XLA re-parses its text."""
 
     def check(module: hlo_dedup.HloModule, *, xla: bool = True) -> str:
-        _verify(module)
+        hlo_dedup.verify_structure(module)
         text = module.to_text()
         if xla:
-            _xla_parse(text)
+            xla_hlo.hlo_module_from_text(text)
         return text
 
     return check

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from support import corpus_files, xla_client
+import support
+from support import corpus_files
 from hlo_dedup import verify_structure
 from hlo_dedup.passes import DEFAULT_PIPELINE, PassError, Pipeline
 from hlo_dedup.text import split_module_texts
@@ -15,8 +16,8 @@ pytestmark = [pytest.mark.corpus, pytest.mark.oracle]
 
 
 @pytest.mark.parametrize("passes", [("dce",), DEFAULT_PIPELINE], ids=["dce", "default"])
-def test_passes_over_the_corpus_keep_modules_valid_for_xla(passes: tuple[str, ...]) -> None:
-    hlo = xla_client().hlo
+def test_passes_over_the_corpus_keep_modules_valid_for_xla(xla_hlo, passes: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    hlo = xla_hlo
     failures: list[str] = []
     changed = ran = 0
     for path in corpus_files():
@@ -41,6 +42,7 @@ def test_passes_over_the_corpus_keep_modules_valid_for_xla(passes: tuple[str, ..
             except Exception as e:  # noqa: BLE001
                 failures.append(f"{path.name}:{line}: XLA rejects our output: {str(e)[:200]}")
     assert not failures, "\n".join(failures[:10])
-    assert ran >= 780
-    # DCE finds dead code in dozens of corpus modules; the Neuron passes change a few.
-    assert changed >= (50 if passes == ("dce",) else 1)
+    if support.FULL_CORPUS:
+        assert ran >= 780
+        # DCE finds dead code in dozens of corpus modules; the Neuron passes change a few.
+        assert changed >= (50 if passes == ("dce",) else 1)

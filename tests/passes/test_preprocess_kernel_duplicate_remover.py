@@ -24,7 +24,6 @@ Fixtures: tests/data/neuron/*.hlo (hand-written; each explains its wiring in a c
 from __future__ import annotations
 
 import base64
-import importlib.util
 import io
 import json
 import re
@@ -97,9 +96,7 @@ def operand_names(instruction: HloInstruction) -> list[str]:
 
 
 def verify(module: HloModule) -> None:
-    """hlo_dedup.verify_structure, once src/hlo_dedup/verify.py exists."""
-    if importlib.util.find_spec("hlo_dedup.verify") is not None:
-        hlo_dedup.verify_structure(module)
+    hlo_dedup.verify_structure(module)
 
 
 def assert_clone_of_first(clone: HloInstruction, first: HloInstruction, operands: list[str]) -> None:
@@ -267,7 +264,6 @@ def test_fold_records() -> None:
         assert fold.pass_name == PASS_NAME
         assert fold.key == {"backend_config": PRE}
         assert fold.bytes_output == 1 * 128 * 128 * 2  # the removed bf16[1,128,128]
-        assert fold.to_json()["replacement"] == fold.replacement
         assert module.entry.get_instruction(fold.replacement) is not None
         assert module.entry.get_instruction(fold.removed) is None
 
@@ -545,7 +541,6 @@ def test_v1_is_silent(vlog) -> None:
 
 
 # --------------------------------------------------------------------- XLA
-@pytest.mark.oracle
 @pytest.mark.parametrize("name", FIXTURES)
 def test_output_reparses_in_xla(xla_client, name: str) -> None:
     text, module = load(name)

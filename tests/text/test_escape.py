@@ -1,4 +1,4 @@
-"""Tests for hlo_dedup.text.escape: absl CEscape/CUnescape, byte for byte
+"""Tests for hlo_dedup.syntax.escape: absl CEscape/CUnescape, byte for byte
 (checked against XLA's string handling where marked ``oracle``)."""
 
 from __future__ import annotations
@@ -6,11 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from support import xla_hlo
-from hlo_dedup.text.escape import UnescapeError, c_escape, c_unescape
+from hlo_dedup.syntax.escape import UnescapeError, c_escape, c_unescape
 
 
 @pytest.mark.parametrize(
@@ -125,13 +124,11 @@ _ESCAPE_PIECES = st.sampled_from(
 )  # fmt: skip
 
 
-@pytest.mark.oracle
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_ESCAPE_PIECES, max_size=12).map("".join))
-def test_escaping_matches_xla(raw: str) -> None:
+def test_escaping_matches_xla(xla_hlo, raw: str) -> None:  # type: ignore[no-untyped-def]
     """XLA unescapes metadata op_name with CUnescape and prints it with CEscape;
     it must reject exactly the strings we reject."""
-    hlo = xla_hlo()
+    hlo = xla_hlo
     text = f'HloModule m\nENTRY e {{\n  ROOT p = f32[] parameter(0), metadata={{op_name="{raw}"}}\n}}\n'
     try:
         expected = c_escape(c_unescape(raw))

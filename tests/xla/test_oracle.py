@@ -7,7 +7,6 @@ every test module, a run is bitwise reproducible, a real change is detected, and
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,24 +17,17 @@ import pytest
 
 from hlo_dedup.xla import XlaError, XlaUnavailableError
 
-try:
-    import numpy as np
+import numpy as np
 
-    from hlo_dedup.xla.oracle import (
-        RunResult,
-        compare_results,
-        module_proto_to_text,
-        run_module,
-        text_to_module_proto,
-        xla_canonical_text,
-        xla_reparse_equal,
-    )
-except ImportError:  # XlaUnavailableError included; same policy as conftest: never skipped in CI
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[xla]'", allow_module_level=True)
+pytestmark = pytest.mark.usefixtures("xla_client")  # every test here runs XLA
 
-pytestmark = pytest.mark.oracle
+
+@pytest.fixture(scope="module")
+def oracle(xla_client):  # type: ignore[no-untyped-def]
+    """hlo_dedup.xla.oracle, imported once jax is known to be there."""
+    from hlo_dedup.xla import oracle
+
+    return oracle
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "jax"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
@@ -44,7 +36,11 @@ MODULES = sorted(MANIFEST["modules"])
 # XLA:CPU's own post-optimization text does not recompile through hlo_to_stablehlo: the fusions'
 # backend configs are dropped on the way and the CPU thunk emitter RET_CHECKs "Fusion must have
 # backend config". The oracle must report that as a clean XlaError.
-NOT_RUNNABLE = {"gspmd_post_opt.hlo": "Fusion must have backend config"}
+NOT_RUNNABLE = {
+    "gspmd_post_opt.hlo": "Fusion must have backend config",
+    # XLA's own text from between two passes: its verifier rejects a mesh-grouped gather there.
+    "gspmd_transformer_after_spmd.hlo": "shard_count == subgroup_size",
+}
 
 # One text edit per runnable module that must change its outputs (first occurrence only).
 MUTATIONS = {
@@ -73,9 +69,9 @@ def _text(name: str) -> str:
 
 
 @cache
-def _baseline(name: str) -> RunResult:
+def _baseline(oracle, name: str):  # type: ignore[no-untyped-def]
     """First run of each module, shared by the reproducibility and mutation tests."""
-    return run_module(_text(name), seed=0)
+    return oracle.run_module(_text(name), seed=0)
 
 
 def test_manifest_covers_generated_files() -> None:
@@ -85,53 +81,53 @@ def test_manifest_covers_generated_files() -> None:
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_xla_parses_and_reprint_is_stable(name: str) -> None:
+def test_xla_parses_and_reprint_is_stable(oracle, name: str) -> None:
     text = _text(name)
-    canonical = xla_canonical_text(text)
+    canonical = oracle.xla_canonical_text(text)
     assert canonical.startswith("HloModule ")
-    assert xla_reparse_equal(text, canonical)
-    assert xla_canonical_text(canonical) == canonical
+    assert oracle.xla_reparse_equal(text, canonical)
+    assert oracle.xla_canonical_text(canonical) == canonical
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_module_proto_round_trip(name: str) -> None:
+def test_module_proto_round_trip(oracle, name: str) -> None:
     text = _text(name)
-    back = module_proto_to_text(text_to_module_proto(text))
-    xla_canonical_text(back)
+    back = oracle.module_proto_to_text(oracle.text_to_module_proto(text))
+    oracle.xla_canonical_text(back)
     # HloModuleProto has no HloModuleConfig: header fields such as num_partitions, replica_count
     # and allow_spmd_sharding_propagation_* do not survive the proto; everything else must.
     header, rest = text.split("\n", 1)
-    assert xla_reparse_equal(_MODULE_CONFIG_FIELD.sub("", header) + "\n" + rest, back)
+    assert oracle.xla_reparse_equal(_MODULE_CONFIG_FIELD.sub("", header) + "\n" + rest, back)
 
 
 @pytest.mark.parametrize("name", RUNNABLE)
-def test_run_is_bitwise_reproducible(name: str) -> None:
-    first = _baseline(name)
+def test_run_is_bitwise_reproducible(oracle, name: str) -> None:
+    first = _baseline(oracle, name)
     assert first.num_replicas * first.num_partitions == MANIFEST["modules"][name]["devices"]
-    comparison = compare_results(first, run_module(_text(name), seed=0))
+    comparison = oracle.compare_results(first, oracle.run_module(_text(name), seed=0))
     assert comparison.equal, comparison.message
 
 
 @pytest.mark.parametrize("name", RUNNABLE)
-def test_mutated_module_compares_different(name: str) -> None:
+def test_mutated_module_compares_different(oracle, name: str) -> None:
     old, new = MUTATIONS[name]
     text = _text(name)
     assert old in text
-    comparison = compare_results(_baseline(name), run_module(text.replace(old, new, 1), seed=0))
+    comparison = oracle.compare_results(_baseline(oracle, name), oracle.run_module(text.replace(old, new, 1), seed=0))
     assert not comparison.equal
     assert comparison.index is not None and comparison.message
 
 
 @pytest.mark.parametrize("name", sorted(NOT_RUNNABLE))
-def test_unrunnable_module_is_a_clean_xla_error(name: str) -> None:
+def test_unrunnable_module_is_a_clean_xla_error(oracle, name: str) -> None:
     with pytest.raises(XlaError, match=NOT_RUNNABLE[name]) as info:
-        run_module(_text(name))
+        oracle.run_module(_text(name))
     assert "Traceback" not in str(info.value)
 
 
-def test_seed_changes_inputs() -> None:
+def test_seed_changes_inputs(oracle) -> None:
     name = "fsdp_shard_map.hlo"
-    assert not compare_results(_baseline(name), run_module(_text(name), seed=1)).equal
+    assert not oracle.compare_results(_baseline(oracle, name), oracle.run_module(_text(name), seed=1)).equal
 
 
 GSPMD = """HloModule gspmd, num_partitions=8
@@ -145,17 +141,17 @@ ENTRY main {
 """
 
 
-def test_gspmd_text_is_partitioned_by_xla() -> None:
+def test_gspmd_text_is_partitioned_by_xla(oracle) -> None:
     # No xla.sdy attributes: the GSPMD partitioner (not Shardy) partitions it; outputs are global.
-    result = run_module(GSPMD)
+    result = oracle.run_module(GSPMD)
     assert (result.num_partitions, result.per_device, result.outputs[0].shape) == (8, False, (16, 4))
-    assert compare_results(result, run_module(GSPMD)).equal
+    assert oracle.compare_results(result, oracle.run_module(GSPMD)).equal
 
 
-def test_spmd_outputs_are_global_and_partitioned_text_per_device() -> None:
-    spmd = _baseline("fsdp_shard_map.hlo")
+def test_spmd_outputs_are_global_and_partitioned_text_per_device(oracle) -> None:
+    spmd = _baseline(oracle, "fsdp_shard_map.hlo")
     assert not spmd.per_device and spmd.outputs[0].shape == (32, 16)
-    partitioned = _baseline("gspmd_after_spmd.hlo")
+    partitioned = _baseline(oracle, "gspmd_after_spmd.hlo")
     assert partitioned.per_device and partitioned.outputs[0].shape == (8, 4, 16)
 
 
@@ -173,12 +169,12 @@ def _identity_module(copy: bool) -> str:
     return f"HloModule identity\n\nENTRY main {{\n{body}\n}}\n"
 
 
-def test_inputs_cover_all_dtypes_and_depend_only_on_parameter_shapes() -> None:
-    direct = run_module(_identity_module(copy=False), seed=3)
+def test_inputs_cover_all_dtypes_and_depend_only_on_parameter_shapes(oracle) -> None:
+    direct = oracle.run_module(_identity_module(copy=False), seed=3)
     assert [str(o.dtype) for o in direct.outputs][:3] == ["bool", "int4", "uint4"]
     assert all(np.any(np.asarray(o, dtype=np.complex128) != 0) for o in direct.outputs)
     # A different module with the same entry signature is fed the very same inputs.
-    assert compare_results(direct, run_module(_identity_module(copy=True), seed=3)).equal
+    assert oracle.compare_results(direct, oracle.run_module(_identity_module(copy=True), seed=3)).equal
 
 
 REPLICATED = """HloModule repl, replica_count=4
@@ -202,15 +198,15 @@ ENTRY main {
 """
 
 
-def test_replicated_module_runs_per_replica() -> None:
-    result = run_module(REPLICATED)
+def test_replicated_module_runs_per_replica(oracle) -> None:
+    result = oracle.run_module(REPLICATED)
     assert (result.num_replicas, result.num_partitions, result.per_device) == (4, 1, True)
     sums, gathered = result.outputs
     assert sums.shape == (4, 2, 3) and gathered.shape == (4, 8, 3)
     assert np.array_equal(sums[0], sums[3])  # all-reduce: every replica holds the same sum
     assert not np.array_equal(gathered[0, :2], gathered[0, 2:4])  # replicas were fed different inputs
-    assert compare_results(result, run_module(REPLICATED)).equal
-    assert not compare_results(result, run_module(REPLICATED.replace("add(p, idb)", "subtract(p, idb)"))).equal
+    assert oracle.compare_results(result, oracle.run_module(REPLICATED)).equal
+    assert not oracle.compare_results(result, oracle.run_module(REPLICATED.replace("add(p, idb)", "subtract(p, idb)"))).equal
 
 
 @pytest.mark.parametrize(
@@ -219,26 +215,52 @@ def test_replicated_module_runs_per_replica() -> None:
         ("HloModule m\n\nENTRY e {\n  ROOT a = f32[3] add(p, q)\n}\n", "instruction does not exist"),
         ("HloModule m\n\nENTRY e {\n  p = f32[3] parameter(0)\n  ROOT a = f32[4] add(p, p)\n}\n", "same shape"),
         ("HloModule m\n\nENTRY e {\n  p = token[] parameter(0)\n  ROOT a = token[] after-all(p)\n}\n", "token"),
-        (
-            "HloModule m\n\nENTRY e {\n  p = (f32[3], s32[]) parameter(0)\n"
-            "  ROOT a = f32[3] get-tuple-element(p), index=0\n}\n",
-            "tuple-shaped",
-        ),
+        ("HloModule m\n\nENTRY e {\n  p = (f32[3], token[]) parameter(0)\n  ROOT a = f32[3] get-tuple-element(p), "
+         "index=0\n}\n", r"entry parameter 0\.1 is a token"),
     ],
 )
-def test_bad_modules_raise_xla_error(text: str, message: str) -> None:
+def test_bad_modules_raise_xla_error(oracle, text: str, message: str) -> None:
     with pytest.raises(XlaError, match=message):
-        run_module(text)
+        oracle.run_module(text)
 
 
-def test_parse_error_is_xla_error() -> None:
+NESTED_TUPLE_PARAMETER = """HloModule nested
+
+ENTRY main {
+  p = (f32[4], (s32[], f32[2,2])) parameter(0)
+  q = f32[4] parameter(1)
+  a = f32[4] get-tuple-element(p), index=0
+  i = (s32[], f32[2,2]) get-tuple-element(p), index=1
+  s = s32[] get-tuple-element(i), index=0
+  b = f32[2,2] get-tuple-element(i), index=1
+  ROOT t = (f32[4], s32[], f32[2,2], f32[4]) tuple(a, s, b, q)
+}
+"""
+
+
+def test_tuple_parameters_are_fed_leaf_by_leaf(oracle) -> None:
+    """Every leaf of a tuple parameter gets its own seeded value (the module returns them; one
+    device, so each value is the one fed to device 0)."""
+    from hlo_dedup.xla.execute import leaves, random_array
+
+    result = oracle.run_module(NESTED_TUPLE_PARAMETER)
+    a, s, b, q = result.outputs
+    shapes = oracle.program_shape(NESTED_TUPLE_PARAMETER).parameter_shapes()
+    fed = [random_array(leaf, 0, index, 0, path) for index, shape in enumerate(shapes) for path, leaf in leaves(shape)]
+    assert [x.tobytes() for x in (a, s, b, q)] == [x.tobytes() for x in fed]
+    assert not np.array_equal(a, q)  # same shape, different parameters: different values
+    again = oracle.run_module(NESTED_TUPLE_PARAMETER)
+    assert oracle.compare_results(result, again).equal
+
+
+def test_parse_error_is_xla_error(oracle) -> None:
     with pytest.raises(XlaError, match="Syntax error"):
-        xla_canonical_text("HloModule m\n\nENTRY e {\n  ROOT a = f32[3] bogus(\n}\n")
+        oracle.xla_canonical_text("HloModule m\n\nENTRY e {\n  ROOT a = f32[3] bogus(\n}\n")
 
 
-def test_num_devices_must_fit_replicas() -> None:
+def test_num_devices_must_fit_replicas(oracle) -> None:
     with pytest.raises(XlaError, match="multiple of replica_count"):
-        run_module(REPLICATED, num_devices=6)
+        oracle.run_module(REPLICATED, num_devices=6)
 
 
 def _fake_interpreter(tmp_path: Path, body: str) -> str:
@@ -248,34 +270,34 @@ def _fake_interpreter(tmp_path: Path, body: str) -> str:
     return str(script)
 
 
-def test_child_crash_is_xla_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_child_crash_is_xla_error(oracle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # What an XLA CHECK failure looks like from the parent: a message on stderr, then SIGABRT.
     fake = _fake_interpreter(tmp_path, 'echo "F0000 hlo.cc:1] Check failed: fake" >&2; kill -ABRT $$')
     monkeypatch.setattr(sys, "executable", fake)
     with pytest.raises(XlaError, match="(?s)crashed.*Check failed: fake"):
-        run_module(REPLICATED)
+        oracle.run_module(REPLICATED)
 
 
-def test_child_timeout_is_xla_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_child_timeout_is_xla_error(oracle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "executable", _fake_interpreter(tmp_path, "exec sleep 30"))
     with pytest.raises(XlaError, match="did not finish"):
-        run_module(REPLICATED, timeout=0.5)
+        oracle.run_module(REPLICATED, timeout=0.5)
 
 
-def _result(*arrays: np.ndarray) -> RunResult:
-    return RunResult(outputs=arrays, num_replicas=1, num_partitions=1, per_device=False, seed=0)
+def _result(oracle, *arrays: np.ndarray):  # type: ignore[no-untyped-def]
+    return oracle.RunResult(outputs=arrays, num_replicas=1, num_partitions=1, per_device=False, seed=0)
 
 
-def test_compare_results_is_bitwise_and_nan_aware() -> None:
+def test_compare_results_is_bitwise_and_nan_aware(oracle) -> None:
     nan = np.array([1.0, np.nan, 3.0], np.float32)
-    assert compare_results(_result(nan), _result(nan.copy())).equal
+    assert oracle.compare_results(_result(oracle, nan), _result(oracle, nan.copy())).equal
     other_nan = nan.view(np.uint32).copy()
     other_nan[1] |= 1  # a different NaN payload
-    assert not compare_results(_result(nan), _result(other_nan.view(np.float32))).equal
-    assert not compare_results(_result(np.zeros(2)), _result(-np.zeros(2))).equal
-    diff = compare_results(_result(np.ones(2), np.array([1.0, 2.0])), _result(np.ones(2), np.array([1.0, 2.5])))
+    assert not oracle.compare_results(_result(oracle, nan), _result(oracle, other_nan.view(np.float32))).equal
+    assert not oracle.compare_results(_result(oracle, np.zeros(2)), _result(oracle, -np.zeros(2))).equal
+    diff = oracle.compare_results(_result(oracle, np.ones(2), np.array([1.0, 2.0])), _result(oracle, np.ones(2), np.array([1.0, 2.5])))
     assert (diff.equal, diff.index, diff.max_abs_diff, diff.max_rel_diff) == (False, 1, 0.5, 0.2)
-    assert not compare_results(_result(np.ones(2)), _result(np.ones(3))).equal
+    assert not oracle.compare_results(_result(oracle, np.ones(2)), _result(oracle, np.ones(3))).equal
 
 
 def test_core_import_does_not_need_jax() -> None:

@@ -1,38 +1,296 @@
-"""Atomic output: a failed run never leaves a partial or truncated file."""
+"""Writing an output without damaging what is at its path, and reading an input within bounds.
+
+An output path is looked at before anything is written (`check_output`), and written the way
+that keeps what the user has there (`write_file`):
+
+* a new file, or an existing regular file we may replace: a temporary file beside it, renamed
+  over it, with the old file's mode and owner (atomic: a reader sees the old or the new file);
+* a symbolic link: the file it points to is written as above; the link stays a link;
+* a regular file with several hard links, or owned by someone whose ownership we cannot give
+  the new file, or in a directory we may not write: rewritten in place (same inode, mode,
+  owner and links; not atomic);
+* a character or block device or a FIFO (`/dev/null`, `/dev/stdout`, a named pipe): opened
+  and written, never replaced (a FIFO that no process reads within `FIFO_WAIT_SECONDS` is
+  an error rather than a hang);
+* a directory, a socket, or a read-only file: an error; nothing is written.
+
+While a temporary file exists, SIGINT, SIGTERM and SIGHUP are held back (and delivered right
+after it is renamed or removed), so a signal never leaves a `.tmp` fragment behind. Errors
+are OSErrors whose `filename` is the path the user gave, never the temporary file.
+
+Inputs: a regular file is read whole; a pipe, a FIFO or standard input is read up to
+`STREAM_LIMIT` bytes; a named FIFO that no process writes to within `FIFO_WAIT_SECONDS` is an
+error rather than a hang; character and block devices (`/dev/zero`, a terminal) are refused.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import select
+import signal
+import stat
 import tempfile
-from pathlib import Path
+import time
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+#: The most bytes read from a pipe, a FIFO or standard input (their size is not known ahead).
+STREAM_LIMIT = 2 << 30
+#: How long a named FIFO may stay without a writer (an input) or a reader (an output)
+#: before it is an error.
+FIFO_WAIT_SECONDS = 10.0
+_CHUNK = 1 << 20
+_HELD_SIGNALS = frozenset(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write `data` to a temporary file beside `path`, then rename it over `path`."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+def _error(code: int, message: str, path: str) -> OSError:
+    return OSError(code, message, path)
+
+
+# ------------------------------------------------------------------------------------------
+# Outputs
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where and how an output path is written (see the module docstring).
+
+    `how`: "replace" (temporary file + rename over `target`), "in_place" (truncate and
+    write `target`) or "stream" (open and write: a device or FIFO). `target` is `path` with
+    symbolic links resolved; `existing` its status, None for a new file.
+    """
+
+    path: str
+    target: str
+    how: str
+    existing: os.stat_result | None = None
+
+
+def _directory_of(path: str) -> str:
+    return os.path.dirname(path) or "."
+
+
+def check_output(path: str | os.PathLike[str]) -> OutputTarget:
+    """How `path` would be written; OSError (naming `path`) if it cannot be."""
+    path = os.fspath(path)
+    target = os.path.realpath(path) if os.path.islink(path) else path
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o7777)
+        existing = os.stat(target)
+    except FileNotFoundError:
+        existing = None
+    except OSError as exc:  # a symlink loop, a component that is not a directory, ...
+        raise _error(exc.errno or errno.EINVAL, exc.strerror or str(exc), path) from None
+    directory = _directory_of(target)
+    if existing is None:
+        if not os.path.isdir(directory):
+            raise _error(errno.ENOENT, f"cannot write: directory {directory!r} does not exist", path)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise _error(errno.EACCES, f"cannot write: directory {directory!r} is not writable", path)
+        return OutputTarget(path, target, "replace")
+    mode = existing.st_mode
+    if stat.S_ISDIR(mode):
+        raise _error(errno.EISDIR, "cannot write: is a directory", path)
+    if stat.S_ISSOCK(mode):
+        raise _error(errno.EINVAL, "cannot write: is a socket", path)
+    if not os.access(target, os.W_OK) or (stat.S_ISREG(mode) and not mode & 0o222):
+        raise _error(errno.EACCES, "cannot write: the file is read-only (not overwritten)", path)
+    if not stat.S_ISREG(mode):
+        return OutputTarget(path, target, "stream", existing)
+    if existing.st_nlink > 1 or not _can_give_owner(existing) or not os.access(directory, os.W_OK | os.X_OK):
+        return OutputTarget(path, target, "in_place", existing)
+    return OutputTarget(path, target, "replace", existing)
+
+
+def _can_give_owner(st: os.stat_result) -> bool:
+    """Whether a new file of ours can be given `st`'s owner and group."""
+    if not hasattr(os, "geteuid"):
+        return True
+    uid = os.geteuid()
+    if uid == 0:
+        return True
+    return st.st_uid == uid and (st.st_gid == os.getegid() or st.st_gid in os.getgroups())
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold back SIGINT, SIGTERM and SIGHUP for the block (in this thread); they are
+    delivered when it ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def write_file(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write `data` to `path` as `check_output` decides."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    plan = check_output(path)
+    try:
+        if plan.how == "replace":
+            _replace(plan, data)
         else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
+            _write_through(plan, data)
+    except OSError as exc:
+        raise _error(exc.errno or errno.EIO, exc.strerror or str(exc), plan.path) from None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _open_fifo_for_writing(plan: OutputTarget, flags: int) -> int:
+    """Open a FIFO once a process reads it, waiting at most FIFO_WAIT_SECONDS (a FIFO
+    without a reader would block the open for ever)."""
+    deadline = time.monotonic() + FIFO_WAIT_SECONDS
+    while True:
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            fd = os.open(plan.target, flags | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+            if time.monotonic() >= deadline:
+                raise _error(errno.ETIMEDOUT, f"no process read this FIFO within {FIFO_WAIT_SECONDS:g} s",
+                             plan.path) from None
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)  # a slow reader is fine once there is one
+        return fd
 
 
-def read_text(path: str | os.PathLike[str]) -> str:
-    """Read HLO text; bytes that are not UTF-8 survive a round trip (surrogateescape)."""
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", "surrogateescape")
+def _write_through(plan: OutputTarget, data: bytes) -> None:
+    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    if plan.how == "stream":  # devices and FIFOs: written through, never replaced
+        existing = plan.existing
+        if existing is not None and stat.S_ISFIFO(existing.st_mode):
+            fd = _open_fifo_for_writing(plan, flags)
+        else:
+            fd = os.open(plan.target, flags)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        return
+    with signals_held():  # a half-written file is what a signal here would leave
+        fd = os.open(plan.target, flags | os.O_TRUNC)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _replace(plan: OutputTarget, data: bytes) -> None:
+    target = plan.target
+    name = os.path.basename(target)
+    with signals_held():
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=_directory_of(target))
+        try:
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+                existing = plan.existing
+                if existing is not None:
+                    os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+                    if hasattr(os, "fchown") and (existing.st_uid, existing.st_gid) != _owner(fd):
+                        os.fchown(fd, existing.st_uid, existing.st_gid)
+                else:
+                    umask = os.umask(0)
+                    os.umask(umask)
+                    os.fchmod(fd, 0o666 & ~umask)
+            finally:
+                os.close(fd)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def _owner(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_uid, st.st_gid
+
+
+def same_file_key(path: str | os.PathLike[str]) -> tuple | None:
+    """What identifies the file `path` names, through symlinks, hard links and spellings
+    (`./x`, `a/../x`): its device and inode if it exists, else its resolved path. None for
+    a character device (writing one twice, like /dev/null, harms nothing)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("path", os.path.normcase(os.path.realpath(path)))
+    if stat.S_ISCHR(st.st_mode):
+        return None
+    return ("inode", st.st_dev, st.st_ino)
+
+
+# ------------------------------------------------------------------------------------------
+# Inputs
+
+
+def read_input(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the file `path` within the bounds of the module docstring; OSError
+    naming `path` otherwise."""
+    path = os.fspath(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise _error(errno.EISDIR, "Is a directory", path)
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            kind = "character" if stat.S_ISCHR(mode) else "block"
+            raise _error(errno.EINVAL, f"is a {kind} device, not a file or a pipe (refusing to read it)", path)
+        if stat.S_ISFIFO(mode) and _is_named_fifo(path):
+            _wait_for_data(fd, path)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            if stat.S_ISREG(mode):
+                return stream.read()
+            return read_stream(stream, path)
+    finally:
+        os.close(fd)
+
+
+def _is_named_fifo(path: str) -> bool:
+    """A FIFO in the file system, not an anonymous pipe reached through /dev/fd (whose
+    writer exists by construction)."""
+    return "pipe:[" not in os.path.realpath(path)
+
+
+def _wait_for_data(fd: int, path: str) -> None:
+    if not hasattr(select, "poll"):
+        return
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    if not poller.poll(FIFO_WAIT_SECONDS * 1000):
+        raise _error(errno.ETIMEDOUT, f"no process wrote to this FIFO within {FIFO_WAIT_SECONDS:g} s "
+                     "(to wait longer, pipe it to standard input: cat FIFO | hlo-dedup -)", path)
+
+
+def read_stream(stream: BinaryIO, name: str) -> bytes:
+    """Everything `stream` holds, up to STREAM_LIMIT bytes (more is an OSError naming `name`)."""
+    chunks: list[bytes] = []
+    total = 0
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        chunk = read(_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > STREAM_LIMIT:
+            limit = f"{STREAM_LIMIT >> 30} GiB" if STREAM_LIMIT % (1 << 30) == 0 else f"{STREAM_LIMIT} bytes"
+            raise _error(errno.EFBIG, f"more than {limit} from a pipe or FIFO, the most read from one "
+                         "(give a regular file)", name)
+        chunks.append(chunk)

@@ -13,6 +13,11 @@ Without `--format` the format comes from the extension (`.pb` → pb, `.pbtxt`/`
 pbtxt) and otherwise from the content: NxD-Inference writes binary `HloModuleProto`s named
 `graph.hlo`, so a `.hlo` file (or stdin) that is not text is read as a proto.
 
+Every input format may be gzip-compressed (`--xla_dump_compress_protos` writes `.hlo.pb.gz`,
+and caches and dumps are often archived that way): gzip data is recognised by its magic
+bytes and decompressed on reading; a trailing `.gz` is ignored where the name says the
+format, and an output named `*.gz` is written compressed.
+
 Output formats: `hlo` (text), `pb` (binary `HloModuleProto`, what neuronx-cc takes) and
 `pbtxt` (text-format `HloModuleProto`). Proto output goes through XLA's parser (jaxlib), so only one
 module can be written per file; the header's `replica_count`/`num_partitions` belong to
@@ -21,24 +26,32 @@ XLA's module config, not to `HloModuleProto`, and are not kept there.
 
 from __future__ import annotations
 
+import gzip
+import errno
 import io
 import os
 import re
+import stat
 import sys
+import zlib
 from typing import BinaryIO, Sequence
 
-from ..ir.module import HloModule
-from ..text import HloParseError, parse_module, parse_modules
+from ..ir import HloModule
+from ..text import HloParseError, parse_module, parse_modules, split_module_texts
 from . import proto
-from .files import write_atomic
+from .files import STREAM_LIMIT, read_input, read_stream, write_file
 
 INPUT_FORMATS: tuple[str, ...] = ("hlo", "txt", "pb", "pbtxt")
 OUTPUT_FORMATS: tuple[str, ...] = ("hlo", "pb", "pbtxt")
 STDIO = "-"
+#: The line between modules in one HLO text file (lit's and hlo-opt's --split-input-file).
+SPLIT_MARKER = "// -----"
 
 _PB_SUFFIXES = (".pb",)
 _PBTXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb", ".prototxt")
-_SPLIT_LINE = re.compile(r"^// -----[ \t]*$", re.M)
+#: Compressed files: the suffix that does not change the format, and gzip's magic bytes.
+GZIP_SUFFIX = ".gz"
+_GZIP_MAGIC = b"\x1f\x8b"
 _PBTXT_START = re.compile(r"\A(?:\s*#[^\n]*\n)*\s*(?:name|entry_computation_name|computations|hlo_module|hlo|id)\s*[:{]")
 
 
@@ -66,27 +79,141 @@ def display_name(path: str | os.PathLike[str]) -> str:
 
 
 def read_source(path: str | os.PathLike[str], stdin: BinaryIO | None = None) -> bytes:
-    """The raw bytes of a file, or of standard input for `-`."""
+    """The bytes of a file, or of standard input for `-`, within the bounds
+    `hlo_dedup.io.files` sets (OSError beyond them); gzip data comes back decompressed."""
     if str(path) == STDIO:
-        return (stdin or sys.stdin.buffer).read()
-    with open(path, "rb") as f:
-        return f.read()
+        stream = stdin or sys.stdin.buffer
+        _refuse_device_stdin(stream)
+        data = read_stream(stream, "<stdin>")
+    else:
+        data = read_input(path)
+    return decompress(data, display_name(path))
+
+
+def _refuse_device_stdin(stream: BinaryIO) -> None:
+    """Standard input redirected from a device (`< /dev/zero`) would be read to the limit."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return  # not a file descriptor (tests, notebooks)
+    if stat.S_ISCHR(mode) and not stream.isatty():
+        raise OSError(errno.EINVAL, "standard input is a character device, not a file or a pipe "
+                      "(refusing to read it)", "<stdin>")
+
+
+def without_compression(name: str) -> str:
+    """`name` without a trailing `.gz`: the part that says the format."""
+    return name[: -len(GZIP_SUFFIX)] if name.lower().endswith(GZIP_SUFFIX) else name
+
+
+def decompress(data: bytes, filename: str) -> bytes:
+    """`data` itself, or what it decompresses to if it is gzip data (no HLO text or proto
+    starts with gzip's magic bytes: 0x1f is a control character and not a valid proto tag),
+    within the same bound as any input: a small file must not expand without limit."""
+    if not data.startswith(_GZIP_MAGIC):
+        return data
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            out = stream.read(STREAM_LIMIT + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(filename, f"corrupt or truncated gzip data: {exc}") from None
+    if len(out) > STREAM_LIMIT:
+        raise FormatError(filename, f"gzip data expands to more than {STREAM_LIMIT >> 30} GiB")
+    return out
+
+
+def compress_for(path: str | os.PathLike[str], data: bytes) -> bytes:
+    """`data` as it is written to `path`: gzip-compressed for a `*.gz` name (with no time stamp,
+    so the same module always gives the same bytes)."""
+    if str(path) != STDIO and str(path).lower().endswith(GZIP_SUFFIX):
+        return gzip.compress(data, mtime=0)
+    return data
 
 
 def _looks_binary(data: bytes) -> bool:
+    """True for a serialized proto. Text is bytes whose first 4 KiB are UTF-8 without
+    control characters; anything else must also start the way XLA writes HloSnapshot,
+    HloProto and HloModuleProto (below), so a text module with a stray Latin-1 or control
+    byte stays text."""
     head = data[:4096]
-    if b"\x00" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start < len(head) - 4  # a character cut by the 4 KiB window is fine
-    return any(b < 0x09 or 0x0E <= b < 0x20 for b in head)
+    if b"\x00" not in head:
+        try:
+            head.decode("utf-8")
+            clean = True
+        except UnicodeDecodeError as exc:
+            clean = exc.start >= len(head) - 4  # a character cut by the 4 KiB window is fine
+        if clean and not any(b < 0x09 or 0x0E <= b < 0x20 for b in head):
+            return False
+    return _starts_like_hlo_proto(data, nested=False)
+
+
+#: Fields 1-3 of the three containers, length-delimited: one of them comes first, as
+#: protobuf writes fields in number order (`name`, `entry_computation_name`, `computations`
+#: of HloModuleProto; `hlo_module` of HloProto; `hlo` of HloSnapshot).
+_FIRST_TAGS = (0x0A, 0x12, 0x1A)
+_NAME_LIKE = re.compile(rb"[\x21-\x7e]+")  # a module name: printable, no blank
+#: Field numbers above this are not in HloSnapshot, HloProto or HloModuleProto (all < 40).
+_MAX_FIELD = 1000
+_FIELDS_TO_CHECK = 4096
+
+
+def _starts_like_hlo_proto(data: bytes, nested: bool) -> bool:
+    """The first field is 1-3, length-delimited, holding a name or a message, and the rest
+    reads as wire format (possibly cut short). Text never starts so: `HloModule`, `ENTRY`,
+    `%`, `//` and blanks are other tags, and a leading newline is followed by text with
+    blanks in it, which is neither a name nor a message."""
+    if not data or data[0] not in _FIRST_TAGS:
+        return False
+    length = _varint(data, 1)
+    if length is None:
+        return False
+    start, end = length[1], length[1] + length[0]
+    if end > len(data):  # cut inside the first field: inside the name, or the module a container holds
+        partial = data[start:]
+        return not partial or bool(_NAME_LIKE.fullmatch(partial)) or (not nested and _starts_like_hlo_proto(partial, True))
+    payload = data[start:end]
+    if not (_NAME_LIKE.fullmatch(payload) or _wire_format(payload) == "complete"):
+        return False
+    return _wire_format(data[end:]) != "invalid"
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    value = shift = 0
+    for i in range(pos, min(pos + 10, len(data))):
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i + 1
+        shift += 7
+    return None
+
+
+def _wire_format(data: bytes) -> str:
+    """"complete" if `data` reads as protobuf fields to its end, "cut" if the last one runs
+    past it, else "invalid" (the first few thousand fields decide)."""
+    pos = fields = 0
+    while pos < len(data) and fields < _FIELDS_TO_CHECK:
+        tag = _varint(data, pos)
+        if tag is None:
+            return "cut"
+        number, wire_type = tag[0] >> 3, tag[0] & 7
+        pos = tag[1]
+        if not 1 <= number <= _MAX_FIELD or wire_type not in (0, 1, 2, 5):
+            return "invalid"
+        if wire_type in (0, 2):
+            value = _varint(data, pos)
+            if value is None:
+                return "cut"
+            pos = value[1] + (value[0] if wire_type == 2 else 0)
+        else:
+            pos += 8 if wire_type == 1 else 4
+        fields += 1
+    return "cut" if pos > len(data) else "complete"
 
 
 def detect_format(path: str | os.PathLike[str], data: bytes) -> str:
     """hlo, pb or pbtxt, from the extension where it is unambiguous, else from the content."""
-    name = str(path).lower()
+    name = without_compression(str(path).lower())
     if name.endswith(_PB_SUFFIXES):
         return "pb"
     if name.endswith(_PBTXT_SUFFIXES):
@@ -99,9 +226,9 @@ def detect_format(path: str | os.PathLike[str], data: bytes) -> str:
 
 
 def _check_no_marker(text: str, filename: str) -> None:
-    m = _SPLIT_LINE.search(text)
-    if m is not None:
-        line = text.count("\n", 0, m.start()) + 1
+    pieces = split_module_texts(text)
+    if len(pieces) > 1:
+        line = pieces[1][0]  # a piece after a marker starts on the marker's line
         raise HloParseError(
             "'// -----' separator found in input, but --split-input-file not specified",
             filename=filename, line=line, column=1,
@@ -117,15 +244,38 @@ def modules_from_bytes(
     split_input_file: bool = True,
 ) -> list[HloModule]:
     """Parse `data` (named `filename` in errors) in `format` (None: detect)."""
-    fmt = format or detect_format(filename, data)
-    if fmt not in INPUT_FORMATS:
-        raise FormatError(filename, f"unknown input format {fmt!r} (expected one of {', '.join(INPUT_FORMATS)})")
+    fmt = _input_format(data, filename, format)
     if fmt in ("hlo", "txt"):
         text = data.decode("utf-8", "surrogateescape")
         if split_input_file:
             return parse_modules(text, filename, spmd=spmd)
         _check_no_marker(text, filename)
         return [parse_module(text, filename, spmd=spmd)]
+    container, hlo_text = _proto_module_text(data, filename, fmt)
+    # XLA printed this text; errors in it point into that text, so say so.
+    module = parse_module(hlo_text, f"{filename} ({container} as XLA text)", spmd=spmd)
+    module.filename = filename
+    return [module]
+
+
+def module_texts_from_bytes(data: bytes, filename: str, *, format: str | None = None) -> list[str]:
+    """The HLO text of every module in `data`, unparsed, for XLA itself to read: HLO text as
+    written (split on `// -----` lines), a proto's module as XLA prints it."""
+    fmt = _input_format(data, filename, format)
+    if fmt in ("hlo", "txt"):
+        return [piece for _, piece in split_module_texts(data.decode("utf-8", "surrogateescape"))]
+    return [_proto_module_text(data, filename, fmt)[1]]
+
+
+def _input_format(data: bytes, filename: str, format: str | None) -> str:
+    fmt = format or detect_format(filename, data)
+    if fmt not in INPUT_FORMATS:
+        raise FormatError(filename, f"unknown input format {fmt!r} (expected one of {', '.join(INPUT_FORMATS)})")
+    return fmt
+
+
+def _proto_module_text(data: bytes, filename: str, fmt: str) -> tuple[str, str]:
+    """(container name, the module as XLA prints it) of a binary or text proto."""
     try:
         if fmt == "pb":
             container, module_bytes = proto.unwrap_binary(data)
@@ -135,16 +285,12 @@ def modules_from_bytes(
             except UnicodeDecodeError as exc:
                 raise FormatError(filename, f"text proto is not UTF-8 (byte {exc.start})") from None
             container, module_bytes = proto.parse_text_proto(text)
-        hlo_text = proto.module_bytes_to_hlo_text(module_bytes)
+        return container, proto.module_bytes_to_hlo_text(module_bytes)
     except proto.ProtoSupportMissing as exc:
         raise FormatError(filename, str(exc)) from None
     except proto.ProtoError as exc:
         line, column = proto.text_proto_error_location(exc) if fmt == "pbtxt" else (0, 0)
         raise FormatError(filename, str(exc), line, column) from None
-    # XLA printed this text; errors in it point into that text, so say so.
-    module = parse_module(hlo_text, f"{filename} ({container} as XLA text)", spmd=spmd)
-    module.filename = filename
-    return [module]
 
 
 def read_modules(
@@ -178,7 +324,7 @@ def output_format_for(path: str | os.PathLike[str], format: str | None = None) -
             raise FormatError(display_name(path), f"unknown output format {format!r} "
                               f"(expected one of {', '.join(OUTPUT_FORMATS)})")
         return format
-    name = str(path).lower()
+    name = without_compression(str(path).lower())
     if name.endswith(_PB_SUFFIXES):
         return "pb"
     if name.endswith(_PBTXT_SUFFIXES):
@@ -187,11 +333,11 @@ def output_format_for(path: str | os.PathLike[str], format: str | None = None) -
 
 
 def render_modules(modules: Sequence[HloModule], format: str, filename: str = "<output>") -> bytes:
-    """The bytes to write. Several text modules are joined with a newline, as hlo-opt does;
-    proto formats hold one module."""
+    """The bytes to write. Several text modules are joined by `// -----` lines, so that the
+    file reads back as the same modules with --split-input-file (hlo-opt joins them with a
+    bare newline, which nothing can split again); proto formats hold one module."""
     if format == "hlo":
-        texts = [m.to_text() for m in modules]
-        return "\n".join(texts).encode("utf-8", "surrogateescape")
+        return join_module_texts([m.to_text() for m in modules]).encode("utf-8", "surrogateescape")
     if len(modules) != 1:
         raise FormatError(filename, f"{format} output holds one module, the input has {len(modules)} "
                           "(write HLO text, or split the input)")
@@ -206,8 +352,18 @@ def render_modules(modules: Sequence[HloModule], format: str, filename: str = "<
         raise FormatError(filename, str(exc)) from None
 
 
+def join_module_texts(texts: Sequence[str]) -> str:
+    """Texts joined by the `// -----` marker on a line of its own: modules that were split
+    from one file and not changed come back as that file, byte for byte."""
+    out = texts[0] if texts else ""
+    for text in texts[1:]:
+        out += ("" if out.endswith("\n") else "\n") + SPLIT_MARKER + ("" if text.startswith("\n") else "\n") + text
+    return out
+
+
 def write_output(data: bytes, path: str | os.PathLike[str], stdout: BinaryIO | None = None) -> None:
-    """Write `data` atomically to `path`, or to standard output for `-`."""
+    """Write `data` to `path` as `hlo_dedup.io.files.write_file` does (through symlinks and
+    special files, keeping mode and owner), or to standard output for `-`."""
     if str(path) == STDIO:
         out = stdout or sys.stdout.buffer
         if isinstance(out, io.TextIOBase):  # a text stream without a buffer (tests, notebooks)
@@ -216,25 +372,34 @@ def write_output(data: bytes, path: str | os.PathLike[str], stdout: BinaryIO | N
             out.write(data)
         out.flush()
         return
-    write_atomic(path, data)
+    write_file(path, data)
 
 
 def write_module(module: HloModule, path: str | os.PathLike[str], format: str | None = None) -> None:
-    """Write one module atomically (`-`: standard output) as text, `.pb` or `.pbtxt`."""
+    """Write one module (`-`: standard output) as text, `.pb` or `.pbtxt`."""
     fmt = output_format_for(path, format)
-    write_output(render_modules([module], fmt, display_name(path)), path)
+    write_output(compress_for(path, render_modules([module], fmt, display_name(path))), path)
 
 
 __all__ = [
+    "GZIP_SUFFIX",
     "INPUT_FORMATS",
     "OUTPUT_FORMATS",
+    "STDIO",
+    "SPLIT_MARKER",
     "FormatError",
+    "compress_for",
+    "decompress",
     "detect_format",
+    "display_name",
+    "join_module_texts",
+    "module_texts_from_bytes",
     "modules_from_bytes",
     "output_format_for",
     "read_modules",
     "read_source",
     "render_modules",
+    "without_compression",
     "write_module",
     "write_output",
 ]

@@ -29,10 +29,12 @@ protobuf parsing is lenient, a container is accepted only if what it holds looks
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
+from ..xla import INSTALL_HINT as WRITE_HINT
+
 READ_HINT = "pip install 'hlo-dedup[proto]'"
-WRITE_HINT = "pip install 'hlo-dedup[xla]'"
 
 #: hlo-opt's order (xla/tools/hlo_module_loader.cc `LoadModuleFromData`).
 CONTAINERS: tuple[str, ...] = ("HloSnapshot", "HloProto", "HloModuleProto")
@@ -153,6 +155,7 @@ def parse_text_proto(text: str) -> tuple[str, bytes]:
     """
     from google.protobuf import text_format
 
+    _check_text_proto_depth(text)
     classes = _schema_classes()
     errors: dict[str, Exception] = {}
     for container in CONTAINERS:
@@ -162,6 +165,8 @@ def parse_text_proto(text: str) -> tuple[str, bytes]:
         except text_format.ParseError as exc:
             errors[container] = exc
             continue
+        except RecursionError:  # deeper than Python's stack, however the depth check missed it
+            raise ProtoError("text proto nests too deeply") from None
         if container == "HloSnapshot":
             if not msg.HasField("hlo") or not msg.hlo.HasField("hlo_module"):
                 continue
@@ -181,10 +186,32 @@ def parse_text_proto(text: str) -> tuple[str, bytes]:
     raise ProtoError("text proto holds no HLO module with computations")
 
 
+#: Deepest message nesting a text proto may have: XLA's protobuf reads no deeper (its
+#: default recursion limit), and the text reader would run out of Python stack first.
+MAX_TEXT_PROTO_DEPTH = 100
+_TEXT_PROTO_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?|#[^\n]*|[{<}>\n]')
+
+
+def _check_text_proto_depth(text: str) -> None:
+    """ProtoError at the `{` or `<` that opens a message deeper than MAX_TEXT_PROTO_DEPTH."""
+    depth = 0
+    line, line_start = 1, 0
+    for m in _TEXT_PROTO_TOKENS.finditer(text):
+        token = m.group()
+        if token == "\n":
+            line, line_start = line + 1, m.end()
+        elif token in "{<":
+            depth += 1
+            if depth > MAX_TEXT_PROTO_DEPTH:
+                column = m.start() - line_start + 1
+                raise ProtoError(f"{line}:{column} : text proto nests deeper than {MAX_TEXT_PROTO_DEPTH} "
+                                 "messages (the most XLA reads)")
+        elif token in "}>":
+            depth = max(depth - 1, 0)
+
+
 def text_proto_error_location(exc: ProtoError) -> tuple[int, int]:
     """Line and column a text-proto error names (`N:M : ...`), or (0, 0)."""
-    import re
-
     m = re.search(r"\b(\d+):(\d+)\s*:", str(exc))
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
@@ -223,20 +250,14 @@ def module_bytes_to_hlo_text(module: bytes) -> str:
         raise ProtoError(f"{exc}; convert the module to HLO text with XLA (e.g. hlo-opt) first") from None
 
 
-def _xla(what: str) -> Any:
-    try:
-        from hlo_dedup.xla import oracle
-    except ImportError:  # XlaUnavailableError is an ImportError
-        raise ProtoSupportMissing(what, writing=True) from None
-    return oracle
-
-
 def hlo_text_to_module_bytes(text: str) -> bytes:
-    """Serialized HloModuleProto of HLO text, by XLA's parser (raises ProtoError if XLA rejects it)."""
-    oracle = _xla("writing HLO protos")
-    from hlo_dedup.xla import XlaError
+    """Serialized HloModuleProto of HLO text, by XLA's parser (raises ProtoError if XLA
+    rejects the text or crashes on it)."""
+    from hlo_dedup.xla import XlaError, XlaUnavailableError, isolated
 
     try:
-        return oracle.text_to_module_proto(text)
+        return isolated.text_to_module_proto(text)
+    except XlaUnavailableError as exc:
+        raise ProtoSupportMissing("writing HLO protos", exc.detail, writing=True) from None
     except XlaError as exc:
         raise ProtoError(f"XLA could not parse the module to write it as a proto: {_text_error(exc)}") from None

@@ -4,7 +4,8 @@ from .computation import HloComputation
 from .instruction import HloInstruction, HloIrError
 from .module import HloModule
 from .replica_groups import ReplicaGroups
-from .shape import Layout, PrimitiveType, Shape, parse_shape
+from .shape import Layout, PrimitiveType, Shape
+from .shape_reader import parse_shape
 
 __all__ = [
     "HloComputation",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .instruction import HloInstruction, HloIrError
 from .shape import shapes_compatible
+from .source import ComputationSpan
 
 if TYPE_CHECKING:
     from .module import HloModule
@@ -26,18 +27,15 @@ class HloComputation:
         "root",
         "is_entry",
         "execution_thread",
-        "_head",
-        "_tail",
+        "span",
         "_sig",
-        "has_signature",
         "_changed",
         "_reorder",
-        "_percent",
-        "offset",
         "fusion_instruction",
     )
 
-    def __init__(self, name: str, *, is_entry: bool = False, execution_thread: str = "main") -> None:
+    def __init__(self, name: str, *, is_entry: bool = False, execution_thread: str = "main",
+                 span: ComputationSpan | None = None) -> None:
         self.name = name
         self.parent: HloModule | None = None
         self._instructions: dict[HloInstruction, None] = {}
@@ -46,14 +44,10 @@ class HloComputation:
         self.root: HloInstruction | None = None
         self.is_entry = is_entry
         self.execution_thread = execution_thread
-        self._head: str | None = None
-        self._tail = "\n}"
-        self._sig = True
-        self.has_signature = True
+        self.span = span
+        self._sig = True  # False once the printed signature must be regenerated
         self._changed = False
-        self._reorder = False
-        self._percent = True
-        self.offset = -1
+        self._reorder = False  # True once instructions may be out of definition order
         self.fusion_instruction: HloInstruction | None = None
 
     def __repr__(self) -> str:
@@ -62,11 +56,17 @@ class HloComputation:
     # ----------------------------------------------------------------- access
     @property
     def instructions(self) -> list[HloInstruction]:
-        """Instructions in order (text order for parsed modules; new ones appended)."""
+        """Instructions in order (text order for parsed modules; new ones appended), as a
+        list the caller may keep while editing the computation."""
         return list(self._instructions)
 
     def __iter__(self) -> Iterator[HloInstruction]:
-        return iter(list(self._instructions))
+        """The instructions in order, without a copy: like XLA's `instructions()` range, do
+        not add or remove instructions while iterating (use `instructions` for that)."""
+        return iter(self._instructions)
+
+    def __contains__(self, inst: object) -> bool:
+        return inst in self._instructions
 
     def __len__(self) -> int:
         return len(self._instructions)
@@ -77,6 +77,22 @@ class HloComputation:
 
     def get_instruction(self, name: str) -> HloInstruction | None:
         return self._by_name.get(name)
+
+    def name_lookup(self) -> Callable[[str], HloInstruction | None]:
+        """A fast `name -> instruction or None` function that sees later additions (readers
+        resolve millions of operand names with it)."""
+        return self._by_name.get
+
+    @property
+    def percent(self) -> bool:
+        """True when names are spelled `%name` (the text's style; XLA's default)."""
+        return self.span.percent if self.span is not None else True
+
+    @property
+    def definition_ordered(self) -> bool:
+        """True while `instructions` is known to list every instruction after its operands
+        (as read; nothing added or re-rooted since)."""
+        return not self._reorder
 
     def parameter(self, number: int) -> HloInstruction:
         return self.parameters[number]
@@ -92,11 +108,14 @@ class HloComputation:
         self._changed = True
 
     # -------------------------------------------------------------- mutation
-    def _attach(self, inst: HloInstruction) -> None:
-        """Register a parsed instruction (the parser builds order and names itself)."""
+    def append_instruction(self, inst: HloInstruction) -> HloInstruction:
+        """Append an instruction as read, keeping its name: for readers building a
+        computation in order, which keep names unique themselves. A pass adds instructions
+        with `add_instruction`."""
         inst.parent = self
         self._instructions[inst] = None
         self._by_name[inst.name] = inst
+        return inst
 
     def add_instruction(self, inst: HloInstruction, new_name: str = "") -> HloInstruction:
         """AddInstruction: append `inst`, giving it a module-unique name (XLA-style `.N`)."""
@@ -104,13 +123,11 @@ class HloComputation:
             raise HloIrError(f"instruction {inst.name!r} already belongs to a computation")
         wanted = new_name or inst.name
         inst.name = self._unique_name(wanted)
-        inst._text = None
-        if self._instructions:
-            inst._lead = next(iter(self._instructions))._lead or "\n  "
-        else:
-            inst._lead = "\n  "
-        inst._percent = self._percent
-        self._attach(inst)
+        span = inst.span
+        span.edited = True
+        span.lead = (next(iter(self._instructions)).span.lead if self._instructions else "") or "\n  "
+        span.percent = self.percent
+        self.append_instruction(inst)
         if self.parent is not None:
             self.parent._note_name(inst.name)
             self.parent.touch()
@@ -127,8 +144,9 @@ class HloComputation:
         n = 1
         prefix = base + "."
         for name in taken:
-            if name.startswith(prefix) and name[len(prefix):].isdigit():
-                n = max(n, int(name[len(prefix):]) + 1)
+            suffix = name[len(prefix):]
+            if name.startswith(prefix) and suffix.isascii() and suffix.isdigit() and len(suffix) <= 18:
+                n = max(n, int(suffix) + 1)
         while f"{base}.{n}" in taken:
             n += 1
         return f"{base}.{n}"
@@ -184,9 +202,15 @@ class HloComputation:
             raise HloIrError(f"RET_CHECK failure: {inst.name!r} has control dependencies")
         if not self.is_safely_removable(inst):
             raise HloIrError(f"RET_CHECK failure IsSafelyRemovable({inst.name!r})")
-        self._force_remove(inst)
+        self.force_remove_instruction(inst)
 
-    def _force_remove(self, inst: HloInstruction) -> None:
+    def force_remove_instruction(self, inst: HloInstruction) -> None:
+        """ForceRemoveInstruction: remove a dead instruction without the safety check
+        (parameters too); its remaining control edges are dropped."""
+        if inst.parent is not self:
+            raise HloIrError(f"{inst.name!r} is not in computation {self.name!r}")
+        if not inst.is_dead():
+            raise HloIrError(f"RET_CHECK failure instruction->IsDead() for {inst.name!r}")
         inst._detach_from_source()
         inst.detach()
         del self._instructions[inst]
@@ -229,7 +253,7 @@ class HloComputation:
             if item.opcode == "parameter":
                 params.append(item)
             else:
-                self._force_remove(item)
+                self.force_remove_instruction(item)
         if not params:
             return False
         fusion = self.fusion_instruction
@@ -253,7 +277,7 @@ class HloComputation:
         param = self.parameters[number]
         if param.user_count or param.is_root:
             raise HloIrError(f"parameter {number} of {self.name!r} is still used")
-        self._force_remove(param)
+        self.force_remove_instruction(param)
         del self.parameters[number]
         for n in range(number, len(self.parameters)):
             old = self.parameters[n]
@@ -261,11 +285,10 @@ class HloComputation:
                 self._unique_name(f"param_{n}"), "parameter", old.shape_text, (), old.attributes,
                 payload=str(n),
             )
-            fresh._lead = old._lead
-            fresh._percent = old._percent
+            fresh.span = old.span.styled_like()
             self._insert_before(fresh, old)
             old.replace_all_uses_with_different_shape(fresh)
-            self._force_remove(old)
+            self.force_remove_instruction(old)
             self.parameters[n] = fresh
         self._sig = False
         self._changed = True
@@ -279,6 +302,18 @@ class HloComputation:
         self._by_name[inst.name] = inst
         if self.parent is not None:
             self.parent._note_name(inst.name)
+
+    def rename_instruction(self, inst: HloInstruction, name: str) -> None:
+        """SetAndSanitizeName for a name known to be free in the module."""
+        if self._by_name.get(inst.name) is inst:
+            del self._by_name[inst.name]
+        module = self.parent
+        if module is not None:
+            module._forget_name(inst.name)
+            module._note_name(name)
+        inst.name = name
+        self._by_name[name] = inst
+        inst.mark_changed()
 
     # ------------------------------------------------------------- analysis
     def post_order(self) -> list[HloInstruction]:
@@ -310,23 +345,44 @@ class HloComputation:
         return order
 
     def has_side_effect(self) -> bool:
-        """True if any instruction (recursively through called computations) has one."""
+        """True if any instruction (recursively through called computations) has one.
+
+        Callees are settled first, deepest first, without recursion: a chain of thousands
+        of calls is valid HLO. A computation reached again through a cycle of calls (which
+        only malformed input has) counts as side-effect free there."""
         module = self.parent
-        if module is not None:
-            cache = module._side_effect_cache()
-            hit = cache.get(self)
-            if hit is not None:
-                return hit
-            cache[self] = False  # recursion guard for malformed cyclic calls
-        result = any(inst.has_side_effect() for inst in self._instructions)
-        if module is not None:
-            module._side_effect_cache()[self] = result
-        return result
+        cache = module._side_effect_cache() if module is not None else {}
+        known = cache.get(self)
+        if known is not None:
+            return known
+        order: list[HloComputation] = []
+        entered = {self}
+        stack = [(self, _callees(self))]
+        while stack:
+            comp, callees = stack[-1]
+            for callee in callees:
+                if callee not in entered and callee not in cache:
+                    entered.add(callee)
+                    stack.append((callee, _callees(callee)))
+                    break
+            else:
+                stack.pop()
+                order.append(comp)
+        for comp in order:
+            cache[comp] = any(
+                inst.has_side_effect_no_recurse() or any(cache.get(c, False) for c in inst.called_computations)
+                for inst in comp._instructions
+            )
+        return cache[self]
 
     def to_text(self) -> str:
-        from ..text.printer import format_computation
+        from .printer import format_computation
 
         return format_computation(self)
+
+
+def _callees(comp: HloComputation) -> Iterator[HloComputation]:
+    return (callee for inst in comp._instructions for callee in inst.called_computations)
 
 
 def deduplicate_fusion_operands(fusion: HloInstruction) -> None:

@@ -1,41 +1,35 @@
 """HloInstruction: one HLO operation, kept lossless.
 
-An instruction parsed from text remembers its exact source text. As long as nothing
-about it changes, the printer re-emits that text byte for byte; any edit (operands,
-root flag, attributes, shape) drops the cached text so the printer regenerates the line
-in XLA's format. Attributes stay raw `(key, value)` strings until a typed accessor asks
-for one, which keeps parsing cheap on million-instruction modules.
+An instruction read from text keeps a `SourceSpan` into its module's source. As long as
+nothing about it changes, the printer re-emits that text byte for byte; any edit (operands,
+root flag, attributes, shape) marks the span edited so the printer regenerates the line in
+XLA's format. Attributes stay raw `(key, value)` strings until a typed accessor asks for
+one (like XLA's lazily parsed backend config), which keeps reading cheap on
+million-instruction modules.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
+from . import attributes as _attributes
 from .opcodes import (
     ALWAYS_SIDE_EFFECTING,
     LAYOUT_CONSTRAINABLE_COLLECTIVES,
     OPCODES,
     is_known_opcode,
 )
-from .shape import Shape, parse_shape, shapes_compatible_ignoring_fp_precision, shapes_equal
+from .shape import Shape, shapes_compatible_ignoring_fp_precision, shapes_equal
+from .source import SourceSpan
 
 if TYPE_CHECKING:
     from .computation import HloComputation
+    from .metadata import OpMetadata
     from .module import HloModule
     from .replica_groups import ReplicaGroups
 
 
-_ATTRIBUTES = None
-
-
-def _attributes():  # type: ignore[no-untyped-def]
-    """text.attributes, imported on first use (it imports the parser, which imports us)."""
-    global _ATTRIBUTES
-    if _ATTRIBUTES is None:
-        from ..text import attributes
-
-        _ATTRIBUTES = attributes
-    return _ATTRIBUTES
+_NONE: tuple = ()
 
 
 class HloIrError(RuntimeError):
@@ -64,17 +58,8 @@ class HloInstruction:
         "_payload",
         "_attr_raw",
         "_attrs",
-        "_tail_start",
-        "_end",
-        "_lead",
-        "_dirty",
-        "_percent",
-        "_operand_shapes",
         "_cache",
-        "offset",
-        "compact_gte_base",
-        "host",
-        "__weakref__",
+        "span",
     )
 
     def __init__(
@@ -91,7 +76,7 @@ class HloInstruction:
         self.opcode = opcode
         self.parent: HloComputation | None = None
         self.operands: list[HloInstruction] = list(operands)
-        self._users: dict[HloInstruction, None] = {}
+        self._users: dict[HloInstruction, list[int] | None] = {}
         self.control_predecessors: list[HloInstruction] = []
         self.control_successors: list[HloInstruction] = []
         self.called_computations: list[HloComputation] = []
@@ -104,18 +89,46 @@ class HloInstruction:
         self._payload = payload
         self._attrs: list[tuple[str, str]] | None = list(attributes)
         self._attr_raw: str | None = None
-        self._tail_start = -1
-        self._end = -1
-        self._lead = ""
-        self._dirty = False
-        self._percent = True
-        self._operand_shapes = False
         self._cache: dict[str, object] | None = None
-        self.offset = -1
-        self.compact_gte_base: tuple[HloInstruction, tuple[int, ...]] | None = None
-        self.host: HloInstruction | None = None
+        self.span = SourceSpan()
         for op in self.operands:
             op._users[self] = None
+
+    @classmethod
+    def from_source(
+        cls,
+        name: str,
+        opcode: str,
+        shape_text: str | None,
+        operands: list[HloInstruction],
+        payload: str | None,
+        span: SourceSpan,
+    ) -> HloInstruction:
+        """An instruction as a reader found it: its shape and attributes stay text (the
+        attributes are `span`'s tail in the module source) until something asks for them.
+
+        Readers build millions of these, so this skips the general constructor's work;
+        `operands` is taken as is (not copied)."""
+        inst = cls.__new__(cls)
+        inst.name = name
+        inst.opcode = opcode
+        inst.parent = None
+        inst.operands = operands
+        inst._users = {}
+        # Edges and callees are rare: share one empty tuple until a list is needed.
+        inst.control_predecessors = _NONE
+        inst.control_successors = _NONE
+        inst.called_computations = _NONE
+        inst._shape_text = shape_text
+        inst._shape = None
+        inst._payload = payload
+        inst._attrs = None
+        inst._attr_raw = ""
+        inst._cache = None
+        inst.span = span
+        for op in operands:
+            op._users[inst] = None
+        return inst
 
     # ----------------------------------------------------------------- basics
     def __repr__(self) -> str:
@@ -129,6 +142,10 @@ class HloInstruction:
     @property
     def user_count(self) -> int:
         return len(self._users)
+
+    def is_user_of(self, operand: HloInstruction) -> bool:
+        """XLA's IsUserOf: True if this instruction is among `operand`'s users."""
+        return self in operand._users
 
     def operand(self, i: int) -> HloInstruction:
         return self.operands[i]
@@ -160,12 +177,9 @@ class HloInstruction:
 
     @property
     def shape(self) -> Shape:
-        """The result shape, decoded on first use."""
+        """The result shape, decoded on first use (HloParseError, located, if malformed)."""
         if self._shape is None:
-            if self._shape_text is None:
-                self._shape = _infer_shape(self)
-            else:
-                self._shape = parse_shape(self._shape_text)
+            self._shape = _attributes.decode_shape(self)
         return self._shape
 
     def set_shape(self, shape: Shape) -> None:
@@ -174,47 +188,49 @@ class HloInstruction:
         self.mark_changed()
 
     # ---------------------------------------------------------- source text
-    # A parsed instruction keeps offsets into its module's source, not copies: its line is
-    # source[offset:_end] and its raw attribute list source[_tail_start:_end].
-    def _source_text(self) -> str | None:
+    def _source(self) -> str | None:
         comp = self.parent
         module = comp.parent if comp is not None else None
-        return module._source if module is not None else None
+        source = module.source if module is not None else None
+        return source.text if source is not None else None
 
     @property
-    def _text(self) -> str | None:
-        """The instruction's source line while it is unchanged; None once it must be regenerated."""
-        if self._dirty or self._end < 0:
+    def source_line(self) -> str | None:
+        """The instruction's line as read, while it is unchanged; None once it must be
+        regenerated (or when it was not read from text)."""
+        span = self.span
+        if span.edited or span.end < 0:
             return None
-        source = self._source_text()
-        return None if source is None else source[self.offset : self._end]
+        source = self._source()
+        return None if source is None else source[span.start : span.end]
 
-    @_text.setter
-    def _text(self, value: None) -> None:
-        if value is not None:
-            raise ValueError("an instruction's text comes from its source span")
-        self._dirty = True
+    def source_location(self) -> tuple[str, int, int] | None:
+        """(file, line, column) where the instruction was read, if it was."""
+        module = self.module
+        if module is None or module.source is None or self.span.start < 0:
+            return None
+        line, column = module.source.location(self.span.start)
+        return module.source.filename, line, column
 
     @property
     def _attr_text(self) -> str | None:
         """The raw `, key=value...` text; None once the attribute list was edited."""
-        if self._tail_start >= 0:
-            source = self._source_text()
+        span = self.span
+        if span.tail_start >= 0:
+            source = self._source()
             if source is not None:
-                return source[self._tail_start : self._end]
+                return source[span.tail_start : span.end]
         return self._attr_raw
 
-    @_attr_text.setter
-    def _attr_text(self, value: str | None) -> None:
-        self._tail_start = -1
+    def _set_attr_text(self, value: str | None) -> None:
+        self.span.tail_start = -1
         self._attr_raw = value
 
     def _detach_from_source(self) -> None:
         """Copy what still refers to the source before the instruction leaves its module."""
-        if self._tail_start >= 0:
-            self._attr_raw = self._attr_text
-            self._tail_start = -1
-        self._dirty = True
+        if self.span.tail_start >= 0:
+            self._set_attr_text(self._attr_text)
+        self.span.edited = True
 
     # ------------------------------------------------------------ attributes
     @property
@@ -226,7 +242,7 @@ class HloInstruction:
     def attributes(self) -> list[tuple[str, str]]:
         """Ordered `(key, raw_value)` pairs, split from the source on first access."""
         if self._attrs is None:
-            self._attrs = _attributes().split_attribute_text(self)
+            self._attrs = _attributes.split_attribute_text(self)
         return self._attrs
 
     def attr(self, key: str) -> str | None:
@@ -235,11 +251,11 @@ class HloInstruction:
             text = self._attr_text
             if (key + "=") not in text:
                 return None
-            # XLA prints opcode attributes before any quoted string (metadata, configs), so
-            # one found ahead of the first quote is real: read just its value.
+            # The first `, key=` outside every string and bracket is the attribute itself:
+            # read just its value.
             at = text.find(", " + key + "=")
-            if at >= 0 and not ('"' in text[:at] or "'" in text[:at]):
-                value = _attributes().attribute_value_at(self, at + len(key) + 3, key)
+            if at >= 0 and _attributes.at_top_level(text, at):
+                value = _attributes.attribute_value_at(self, at + len(key) + 3, key)
                 if value is not None:
                     return value
         for k, v in self.attributes:
@@ -261,7 +277,7 @@ class HloInstruction:
             if raw_value is not None:
                 attrs.append((key, raw_value))
         self._attrs = attrs
-        self._attr_text = None
+        self._set_attr_text(None)
         self._cache = None
         self.mark_changed()
 
@@ -271,7 +287,7 @@ class HloInstruction:
         if cache is None:
             cache = self._cache = {}
         if key not in cache:
-            cache[key] = getattr(_attributes(), decoder)(self, *args)
+            cache[key] = getattr(_attributes, decoder)(self, *args)
         return cache[key]
 
     # Typed accessors. Each decodes its raw attribute once and caches the result.
@@ -287,7 +303,7 @@ class HloInstruction:
     def all_gather_dimension(self) -> int:
         dims = self.dimensions
         if not dims:
-            raise _attributes().attribute_error(self, "dimensions", "all-gather needs dimensions={d}")
+            raise _attributes.attribute_error(self, "dimensions", "all-gather needs dimensions={d}")
         return dims[0]
 
     @property
@@ -338,34 +354,36 @@ class HloInstruction:
         return self._decoded("slice", "decode_slice")[2]
 
     @property
+    def metadata(self) -> OpMetadata:
+        """The framework op and source line XLA recorded for this instruction."""
+        return self._decoded("metadata", "decode_metadata")
+
+    @property
     def frontend_attributes(self) -> dict[str, str]:
         return self._decoded("frontend_attributes", "decode_frontend_attributes")
 
     # ---------------------------------------------------------- side effects
     def has_side_effect_no_recurse(self) -> bool:
         """XLA's HasSideEffectNoRecurse (xla-semantics §2)."""
-        op = self.opcode
+        op, configured = self.opcode, self
         if op not in OPCODES and is_known_opcode(op):
             # `<op>-start/-update/-done` sugar: XLA builds an async op whose wrapped
-            # computation holds <op> (with the start's attributes); HasSideEffect sees it
+            # computation holds <op> with the start's attributes; HasSideEffect sees it
             # through that called computation, which this IR does not materialise.
-            start = self
-            while start.opcode.endswith(("-update", "-done")) and start.operands:
-                start = start.operands[0]
-            wrapped = HloInstruction(start.name, op.rsplit("-", 1)[0], start.shape_text, (), start.attributes)
-            wrapped.parent = start.parent
-            return wrapped.has_side_effect_no_recurse()
+            while configured.opcode.endswith(("-update", "-done")) and configured.operands:
+                configured = configured.operands[0]
+            op = op.rsplit("-", 1)[0]
         if op in ALWAYS_SIDE_EFFECTING:
             return True
         if op in LAYOUT_CONSTRAINABLE_COLLECTIVES or op == "collective-permute":
-            if op != "collective-permute" and self.constrain_layout:
+            if op != "collective-permute" and configured.constrain_layout:
                 return True
-            if self.channel_id is None:
+            if configured.channel_id is None:
                 return False
-            module = self.module
+            module = configured.module
             return module is not None and not module.use_spmd_partitioning
         if op == "custom-call":
-            return self.custom_call_has_side_effect
+            return configured.custom_call_has_side_effect
         return False
 
     def has_side_effect(self) -> bool:
@@ -376,24 +394,21 @@ class HloInstruction:
 
     # --------------------------------------------------------------- editing
     def mark_changed(self) -> None:
-        """Forget the source text so the printer regenerates this line."""
-        self._text = None
-        if self.parent is not None:
-            self.parent.mark_changed()
-        # A compact GTE (`%t#0`) or a nested operand is printed inside its users' lines.
-        if self.compact_gte_base is not None:
-            for user in self._users:
-                if user._text is not None or user.compact_gte_base is not None:
-                    user.mark_changed()
-        host = self.host
-        if host is not None and host._text is not None:
-            host.mark_changed()
-
-    def add_user(self, user: HloInstruction) -> None:
-        self._users[user] = None
-
-    def remove_user(self, user: HloInstruction) -> None:
-        self._users.pop(user, None)
+        """Forget the source line so the printer regenerates it, and the lines of what prints
+        this instruction inside itself: users of a compact GTE (`%t#0`), the host of a nested
+        operand. Walked without recursion: a compact chain can be 100,000 levels deep."""
+        stack = [self]
+        while stack:
+            inst = stack.pop()
+            span = inst.span
+            span.edited = True
+            if inst.parent is not None:
+                inst.parent.mark_changed()
+            if span.compact_gte_base is not None:
+                stack.extend(u for u in inst._users if u.source_line is not None or u.span.compact_gte_base is not None)
+            host = span.host
+            if host is not None and host.source_line is not None:
+                stack.append(host)
 
     def replace_operand_with(self, index: int, new_operand: HloInstruction) -> None:
         """ReplaceOperandWith: shape-checked (CompatibleIgnoringFpPrecision) operand swap."""
@@ -411,7 +426,7 @@ class HloInstruction:
         if old is new_operand:
             return
         self.operands[index] = new_operand
-        if not any(op is old for op in self.operands):
+        if old not in self.operands:
             old._users.pop(self, None)
         new_operand._users[self] = None
         self.mark_changed()
@@ -432,15 +447,16 @@ class HloInstruction:
     def replace_all_uses_with_different_shape(self, new_producer: HloInstruction) -> None:
         """Re-point users (not `new_producer` itself) and the root; control edges stay."""
         new_was_user = False
-        for user in list(self._users):
+        for user, known in list(self._users.items()):
             if user is new_producer:
                 new_was_user = True
                 continue
             ops = user.operands
-            for i, op in enumerate(ops):
-                if op is self:
-                    ops[i] = new_producer
-            new_producer._users[user] = None
+            found = _positions(user, self, known)
+            for at in found:
+                ops[at] = new_producer
+            # Where new_producer now sits in `user`: known exactly unless it was there before.
+            new_producer._users[user] = None if user in new_producer._users else found
             user.mark_changed()
             if user.opcode == "fusion":
                 user.parent_fusion_dedup()
@@ -487,8 +503,7 @@ class HloInstruction:
         name = self.name + (f".{suffix}" if suffix else "")
         clone = HloInstruction(name, self.opcode, shape, new_operands, attrs, payload=self._payload)
         clone.called_computations = list(self.called_computations)
-        clone._percent = self._percent
-        clone._operand_shapes = self._operand_shapes
+        clone.span = self.span.styled_like()
         return clone
 
     # ------------------------------------------------------------- identity
@@ -514,9 +529,10 @@ class HloInstruction:
     # ------------------------------------------------------------- printing
     def to_text(self) -> str:
         """This instruction's line (without indentation), as written or regenerated."""
-        if self._text is not None:
-            return self._text
-        from ..text.printer import format_instruction
+        line = self.source_line
+        if line is not None:
+            return line
+        from .printer import format_instruction
 
         return format_instruction(self)
 
@@ -524,62 +540,29 @@ class HloInstruction:
         return self.to_text()
 
 
-def _infer_shape(inst: HloInstruction) -> Shape:
-    """Shape of an instruction written without one (hand-written tests), for simple ops.
-
-    An instruction whose shape cannot be worked out here is an input problem, reported
-    as an HloParseError located at the instruction.
-    """
-    from .shape import PrimitiveType
-
-    op = inst.opcode
-    ops = inst.operands
-    if op == "tuple":
-        return Shape.tuple_of([o.shape for o in ops])
-    if op == "get-tuple-element" and ops:
-        base = ops[0].shape
-        index = inst.tuple_index
-        if base.tuple_shapes is None or not 0 <= index < len(base.tuple_shapes):
-            raise _shape_error(inst, f"get-tuple-element index={index} does not select an element of {base.to_text()}")
-        return base.tuple_shapes[index]
-    if op in ("after-all", "add-dependency") and not ops:
-        return Shape.token()
-    if op in ("partition-id", "replica-id"):
-        return Shape.array(PrimitiveType.U32)
-    if op == "get-dimension-size":
-        return Shape.array(PrimitiveType.S32)
-    if op in ("compare", "is-finite") and ops and ops[0].shape.is_array:
-        base = ops[0].shape
-        return Shape.array(PrimitiveType.PRED, base.dimensions, base.dynamic, base.layout)
-    if op in ("real", "imag", "abs") and ops and ops[0].shape.is_array and ops[0].shape.element_type in (
-        PrimitiveType.C64,
-        PrimitiveType.C128,
-    ):
-        base = ops[0].shape
-        et = PrimitiveType.F32 if base.element_type is PrimitiveType.C64 else PrimitiveType.F64
-        return Shape.array(et, base.dimensions, base.dynamic, base.layout)
-    if op == "complex" and ops and ops[0].shape.is_array and ops[0].shape.element_type in (
-        PrimitiveType.F32,
-        PrimitiveType.F64,
-    ):
-        base = ops[0].shape
-        et = PrimitiveType.C64 if base.element_type is PrimitiveType.F32 else PrimitiveType.C128
-        return Shape.array(et, base.dimensions, base.dynamic, base.layout)
-    if ops and op not in _NOT_INFERRED_FROM_OPERAND and op not in ("compare", "is-finite", "complex"):
-        idx = 1 if op in ("select", "clamp") and len(ops) > 1 else 0
-        return ops[idx].shape
-    raise _shape_error(inst, f"instruction {inst.name!r} ({op}) was written without a shape and its shape cannot be inferred here")
+_WIDE = 32
 
 
-_NOT_INFERRED_FROM_OPERAND = frozenset(
-    """broadcast reshape dot convolution reduce concatenate slice pad transpose gather scatter
-    call while conditional sort map reduce-window fft topk select-and-scatter parameter constant
-    iota get-tuple-element""".split()
-)
+def _positions(user: HloInstruction, operand: HloInstruction, known: list[int] | None) -> list[int]:
+    """Where `operand` is in `user.operands`.
 
-
-def _shape_error(inst: HloInstruction, message: str) -> Exception:
-    return _attributes().instruction_error(inst, message)
+    `operand._users[user]` may hold the answer from an earlier call: it is reset to None
+    whenever an operand is put into `user` by other means, and operands are otherwise only
+    deleted, which moves the last known position onto something else or off the end; so a
+    list whose positions all still hold `operand` is complete. A wide user is indexed once
+    for all its operands, so folding thousands of gathers into one tuple stays linear."""
+    ops = user.operands
+    if known is not None and all(at < len(ops) and ops[at] is operand for at in known):
+        return known
+    if len(ops) < _WIDE:
+        return [i for i, op in enumerate(ops) if op is operand]
+    index: dict[HloInstruction, list[int]] = {}
+    for i, op in enumerate(ops):
+        index.setdefault(op, []).append(i)
+    for op, at in index.items():
+        if user in op._users:
+            op._users[user] = at
+    return index[operand]
 
 
 __all__ = ["HloInstruction", "HloIrError", "shapes_equal"]

@@ -6,6 +6,8 @@ from typing import Iterator
 
 from .computation import HloComputation
 from .instruction import HloIrError
+from .metadata import StackFrameIndex
+from .source import ModuleSource
 
 
 class HloModule:
@@ -24,19 +26,41 @@ class HloModule:
         self._computations: dict[str, HloComputation] = {}
         self.entry: HloComputation | None = None
         self.use_spmd_partitioning = use_spmd_partitioning
-        self.filename = "<string>"
-        self._head: str | None = None
-        self._tail = "\n"
-        self._has_header = True
+        self.source: ModuleSource | None = None
+        self._filename = "<string>"
         self._generation = 0
         self._side_effects: tuple[int, dict[HloComputation, bool]] = (-1, {})
         self._names: set[str] | None = None
-        self._source: str | None = None
-        self._first_line = 1
         self._pristine_generation = -1
+        self._stack_frames: StackFrameIndex | None = None
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name} ({len(self._computations)} computations)>"
+
+    @property
+    def filename(self) -> str:
+        """The file the module was read from (how messages name it)."""
+        return self.source.filename if self.source is not None else self._filename
+
+    @filename.setter
+    def filename(self, name: str) -> None:
+        self._filename = name
+        if self.source is not None:
+            self.source.filename = name
+
+    def attach_source(self, source: ModuleSource) -> None:
+        """Record the text a reader built this module from; until the next edit the module
+        prints as exactly that text."""
+        self.source = source
+        self._pristine_generation = self._generation
+
+    @property
+    def stack_frames(self) -> StackFrameIndex:
+        """The stack-frame tables the module was read with (empty when it had none)."""
+        index = self._stack_frames
+        if index is None:
+            index = self._stack_frames = StackFrameIndex.parse(self.source.head if self.source else "")
+        return index
 
     # ----------------------------------------------------------------- config
     def header_attr(self, key: str) -> str | None:
@@ -126,36 +150,33 @@ class HloModule:
             self._names.discard(name)
 
     def is_pristine(self) -> bool:
-        """True while the module is exactly as parsed (its source text is its print)."""
+        """True while the module is exactly as read (its source text is its print)."""
         return (
-            self._source is not None
+            self.source is not None
             and self._generation == self._pristine_generation
             and not any(c._changed for c in self._computations.values())
         )
 
-    def snapshot_text(self) -> str:
-        """The module's text, without printing it when it is unchanged since parsing."""
-        return self._source if self.is_pristine() and self._source is not None else self.to_text()
-
-    def source_location(self, offset: int) -> tuple[int, int]:
-        """1-based (line, column) of a character offset in the text this module was parsed from."""
-        if self._source is None:
-            return 0, 0
-        from ..text.errors import line_col
-
-        line, column = line_col(self._source, offset)
-        return line + self._first_line - 1, column
-
     def to_text(self) -> str:
         """The module as HLO text: unchanged parts byte-exact, edits in XLA's format.
 
-        A module unchanged since parsing is its source text, so it is returned as is.
+        A module unchanged since it was read is its source text, so that is returned as is.
         """
-        if self.is_pristine() and self._source is not None:
-            return self._source
-        from ..text.printer import format_module
+        if self.is_pristine():
+            return self.source.text  # type: ignore[union-attr]
+        from .printer import format_module
 
         return format_module(self)
+
+    def restore_from(self, other: HloModule) -> None:
+        """Become `other` (a fresh read of this module's earlier text): how a failed pass
+        rolls back. Instructions taken from this module before are not part of it after."""
+        state = vars(self)
+        state.clear()
+        state.update(vars(other))
+        for comp in self._computations.values():
+            comp.parent = self
+        self.touch()
 
     def __str__(self) -> str:
         return self.to_text()

@@ -51,12 +51,6 @@ LAYOUT_CONSTRAINABLE_COLLECTIVES: frozenset[str] = frozenset(
     {"all-to-all", "all-gather", "all-reduce", "reduce-scatter"}
 )
 
-#: HloCollectiveInstruction subclasses (DCE's cross-partition rule).
-COLLECTIVE_OPCODES: frozenset[str] = frozenset(
-    """all-gather all-gather-start all-reduce all-reduce-start reduce-scatter all-to-all
-    ragged-all-to-all collective-broadcast collective-reduce""".split()
-)
-
 #: Attribute keys whose values name called computations, in XLA's print order.
 CALLED_COMPUTATION_KEYS: tuple[str, ...] = (
     "condition",

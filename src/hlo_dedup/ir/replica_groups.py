@@ -9,7 +9,9 @@ materialise the device groups exactly as XLA does.
 
 Unlike XLA, whose ``operator==`` never equates different forms, two
 :class:`ReplicaGroups` are equal when they denote the same groups: dedup
-passes care about who communicates, not how it was spelled.
+passes care about who communicates, not how it was spelled. An iota list is not
+spelled out until someone iterates its groups (:class:`DeviceGroups`), and a value
+naming more than ``MAX_DEVICES`` devices is refused.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Literal
 
-from .._syntax import TextCursor, TextSyntaxError
-from ..text.escape import UnescapeError, c_unescape
+from ..syntax.cursor import TextCursor, TextSyntaxError, int64
+from ..syntax.escape import UnescapeError, c_unescape
+from .device_groups import MAX_DEVICES, DeviceGroups, iota_transposed
 
 __all__ = ["ReplicaGroups", "ReplicaGroupsError", "parse_replica_groups"]
 
@@ -35,13 +38,13 @@ class ReplicaGroupsError(TextSyntaxError):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ReplicaGroups:
-    """Materialised replica groups plus the text they came from.
+    """The device groups plus the text they came from.
 
     ``raw`` is the exact parsed text (None when built from groups) so printing
     can reproduce the source form; ``kind`` records which form it was.
     """
 
-    groups: Groups
+    groups: DeviceGroups
     raw: str | None = None
     kind: Kind = "list"
 
@@ -52,7 +55,7 @@ class ReplicaGroups:
 
     @staticmethod
     def from_groups(groups: Iterable[Iterable[int]]) -> ReplicaGroups:
-        return ReplicaGroups(tuple(tuple(int(i) for i in g) for g in groups))
+        return ReplicaGroups(DeviceGroups.of(groups))
 
     @property
     def is_empty(self) -> bool:
@@ -69,7 +72,7 @@ class ReplicaGroups:
         """Devices per group: all ``total_devices`` when empty, else the size of
         the first group (XLA's ``num_devices_per_group``)."""
         if self.groups:
-            return len(self.groups[0])
+            return self.groups.group_size
         if total_devices is None:
             raise ValueError("empty replica groups mean all devices; pass total_devices")
         return total_devices
@@ -90,12 +93,14 @@ class ReplicaGroups:
 def parse_replica_groups(text: str) -> ReplicaGroups:
     """Parse a ``replica_groups=`` value; memoised because modules repeat the
     same few values on every collective. Raises :class:`ReplicaGroupsError`."""
+    if _PLAIN_LIST.fullmatch(text):  # as XLA prints it: no blanks, no comments
+        inner = text[2:-2]
+        groups = tuple(tuple(map(int, g.split(","))) if g else () for g in inner.split("},{")) if text != "{}" else ()
+        return ReplicaGroups(DeviceGroups(groups), text, "list")
     p = _Parser(text)
-    groups, kind = p.value()
-    p.skip()
-    if p.pos != len(text):
-        raise p.error(f"unexpected text after replica groups: {p.describe()}")
-    return ReplicaGroups(groups, text, kind)
+    value, kind = p.value()
+    p.finish("replica groups")
+    return ReplicaGroups(value, text, kind)
 
 
 # ----------------------------------------------------------------------------
@@ -103,20 +108,27 @@ def parse_replica_groups(text: str) -> ReplicaGroups:
 # ----------------------------------------------------------------------------
 
 
-def _iota_transposed(reshape_dims: tuple[int, ...], perm: tuple[int, ...]) -> list[int]:
-    """``iota(N)`` reshaped to ``reshape_dims``, transposed by ``perm``, flattened."""
-    strides = [1] * len(reshape_dims)
-    for d in range(len(reshape_dims) - 2, -1, -1):
-        strides[d] = strides[d + 1] * reshape_dims[d + 1]
-    values = [0]
-    for axis in perm:
-        stride, size = strides[axis], reshape_dims[axis]
-        values = [base + i * stride for base in values for i in range(size)]
-    return values
-
-
 def _chunk(flat: list[int], size: int, count: int) -> Groups:
     return tuple(tuple(flat[i * size : (i + 1) * size]) for i in range(count))
+
+
+def _held(dims: tuple[int, ...]) -> str:
+    total = _device_count(dims)
+    return f"more than {MAX_DEVICES}" if total is None else str(total)
+
+
+def _device_count(sizes: Iterable[int]) -> int | None:
+    """The product of `sizes` (all >= 0), or None once it passes MAX_DEVICES (without
+    multiplying further: thousands of huge factors would make a huge number)."""
+    sizes = list(sizes)
+    if 0 in sizes:
+        return 0
+    total = 1
+    for size in sizes:
+        total *= size
+        if total > MAX_DEVICES:
+            return None
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,17 +154,18 @@ def _validate_axis_refs(refs: list[_AxisRef], sizes: tuple[int, ...], names: lis
             raise ReplicaGroupsError(f"sub-axis {show(r)} does not divide axis size {full}")
         if r.size >= full:
             raise ReplicaGroupsError(f"sub-axis {show(r)} is not smaller than axis size {full}")
-    for i, a in enumerate(refs):
-        for b in refs[i + 1 :]:
-            if a.index != b.index:
-                continue
-            if a.size is None or b.size is None:
-                raise ReplicaGroupsError(f"axes overlap: {show(a)}, {show(b)}")
-            a_next, b_next = a.pre_size * a.size, b.pre_size * b.size
-            if a_next > b.pre_size and b_next > a.pre_size:
-                raise ReplicaGroupsError(f"axes overlap: {show(a)}, {show(b)}")
-            if max(a.pre_size, b.pre_size) % min(a_next, b_next):
-                raise ReplicaGroupsError(f"axes cannot coexist: {show(a)}, {show(b)}")
+    by_axis: dict[int, list[_AxisRef]] = {}
+    for r in refs:
+        by_axis.setdefault(r.index, []).append(r)
+    pairs = ((a, b) for same in by_axis.values() for i, a in enumerate(same) for b in same[i + 1 :])
+    for a, b in pairs:
+        if a.size is None or b.size is None:
+            raise ReplicaGroupsError(f"axes overlap: {show(a)}, {show(b)}")
+        a_next, b_next = a.pre_size * a.size, b.pre_size * b.size
+        if a_next > b.pre_size and b_next > a.pre_size:
+            raise ReplicaGroupsError(f"axes overlap: {show(a)}, {show(b)}")
+        if max(a.pre_size, b.pre_size) % min(a_next, b_next):
+            raise ReplicaGroupsError(f"axes cannot coexist: {show(a)}, {show(b)}")
     for a, b in zip(refs, refs[1:]):
         if a.index == b.index and a.size and b.size and a.pre_size * a.size == b.pre_size:
             raise ReplicaGroupsError(f"adjacent axes can be merged: {show(a)}, {show(b)}")
@@ -210,9 +223,10 @@ def _mesh_groups(sizes: tuple[int, ...], devices: list[int], refs: list[_AxisRef
         k = consumed.get(r.index, 0)
         consumed[r.index] = k + 1
         grouped_dims.append(split[r.index][1][k] + offsets[r.index])
-    perm = [d for d in range(len(new_dims)) if d not in grouped_dims] + grouped_dims
+    grouped_set = set(grouped_dims)
+    perm = [d for d in range(len(new_dims)) if d not in grouped_set] + grouped_dims
 
-    order = _iota_transposed(tuple(new_dims), tuple(perm))
+    order = iota_transposed(new_dims, perm)
     flat = [devices[i] for i in order]
     group_size = math.prod((r.size if r.size is not None else sizes[r.index]) for r in refs)
     return _chunk(flat, group_size, len(flat) // group_size)
@@ -223,51 +237,37 @@ def _mesh_groups(sizes: tuple[int, ...], devices: list[int], refs: list[_AxisRef
 # ----------------------------------------------------------------------------
 
 _INT_RE = re.compile(r"-?[0-9]+")
+_PLAIN_GROUP = r"\{(?:-?[0-9]{1,18}(?:,-?[0-9]{1,18})*)?\}"
+_PLAIN_LIST = re.compile(rf"\{{(?:{_PLAIN_GROUP}(?:,{_PLAIN_GROUP})*)?\}}")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _STRING_RE = re.compile(r"\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)'")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class _Parser(TextCursor):
     __slots__ = ()
     error_type = ReplicaGroupsError
 
-    def integer(self, context: str) -> int:
-        self.skip()
-        m = _INT_RE.match(self.text, self.pos)
-        if m is None:
-            raise self.error(f"expected an integer {context}, found {self.describe()}")
-        value = int(m.group())
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise self.error(f"integer {m.group()} does not fit in int64")
-        self.pos = m.end()
-        return value
-
-    def int_list(self, open_: str, close: str, context: str) -> tuple[int, ...]:
-        self.expect(open_, f"to start {context}")
-        if self.eat(close):
-            return ()
-        items = [self.integer(f"in {context}")]
-        while self.eat(","):
-            items.append(self.integer(f"in {context}"))
-        self.expect(close, f"to end {context}")
-        return tuple(items)
-
     def ident(self) -> str | None:
         self.skip()
         m = _IDENT_RE.match(self.text, self.pos)
         return None if m is None else m.group()
 
-    def value(self) -> tuple[Groups, Kind]:
+    def value(self) -> tuple[DeviceGroups, Kind]:
         self.skip()
         if self.text.startswith("{", self.pos):
-            return self.list_form(), "list"
+            return DeviceGroups(self.list_form()), "list"
         if self.text.startswith("[", self.pos):
             return self.iota_form(), "iota"
         word = self.ident()
         if word in ("mesh", "maximal_mesh"):
-            return self.mesh_form(word), "mesh"
+            return DeviceGroups(self.mesh_form(word)), "mesh"
         raise self.error(f"expected '{{', '[' or a mesh, found {self.describe()}")
+
+    def device_count(self, sizes: Iterable[int], what: str, at: int) -> int:
+        total = _device_count(sizes)
+        if total is None:
+            raise self.error(f"{what} of more than {MAX_DEVICES} devices (the most hlo-dedup accepts)", at)
+        return total
 
     def list_form(self) -> Groups:
         self.expect("{", "to start replica groups")
@@ -298,20 +298,18 @@ class _Parser(TextCursor):
             raise self.error(f"{context} transpose {perm} is not a permutation of the reshape dims", perm_start)
         return dims, perm
 
-    def iota_form(self) -> Groups:
+    def iota_form(self) -> DeviceGroups:
         start = self.pos
         shape = self.int_list("[", "]", "iota group shape")
         if len(shape) != 2 or min(shape) < 0:
             raise self.error("iota replica groups need exactly [num_groups,group_size] >= 0", start)
+        total = self.device_count(shape, "iota replica groups", start)
         self.expect("<=", "after iota group shape")
+        dims_at = self.pos
         dims, perm = self.iota_array("iota")
-        if math.prod(dims) != shape[0] * shape[1]:
-            raise self.error(
-                f"iota reshape dims {list(dims)} hold {math.prod(dims)} devices, "
-                f"not {shape[0]}x{shape[1]}",
-                start,
-            )
-        return _chunk(_iota_transposed(dims, perm), shape[1], shape[0])
+        if _device_count(dims) != total:
+            raise self.error(f"iota reshape dims hold {_held(dims)} devices, not {shape[0]}x{shape[1]}", dims_at)
+        return DeviceGroups.iota(shape[0], shape[1], dims, perm)
 
     def name(self, context: str) -> str:
         """A quoted (escaped) or bare axis name."""
@@ -363,7 +361,7 @@ class _Parser(TextCursor):
             if len(set(names)) != len(names):
                 raise self.error(f"mesh has duplicate axis names: {names}", start)
             sizes = tuple(axis_sizes)
-            devices = self.device_ids(math.prod(sizes))
+            devices = self.device_ids(self.device_count(sizes, "a mesh", start))
         refs = self.axis_refs(names)
         _validate_axis_refs(refs, sizes, names)
         return _mesh_groups(sizes, devices, refs)
@@ -384,9 +382,9 @@ class _Parser(TextCursor):
         if self.text.startswith("[", self.pos):
             dims, perm = self.iota_array("device_ids")
             self.expect(")", "to end device_ids")
-            if math.prod(dims) != total:
-                raise self.error(f"device_ids iota holds {math.prod(dims)} devices, mesh has {total}", start)
-            return _iota_transposed(dims, perm)
+            if _device_count(dims) != total:
+                raise self.error(f"device_ids iota holds {_held(dims)} devices, mesh has {total}", start)
+            return iota_transposed(dims, perm)
         ids: list[int] = []
         if not self.eat(")"):
             ids.append(self.integer("in device_ids"))
@@ -406,14 +404,15 @@ class _Parser(TextCursor):
         refs: list[_AxisRef] = []
         if self.eat("}"):
             return refs
+        index_of = {name: i for i, name in reversed(list(enumerate(names)))}
         while True:
-            refs.append(self.axis_ref(names))
+            refs.append(self.axis_ref(index_of, len(names)))
             if not self.eat(","):
                 break
         self.expect("}", "to end the grouped mesh axes")
         return refs
 
-    def axis_ref(self, names: list[str]) -> _AxisRef:
+    def axis_ref(self, index_of: dict[str, int], axis_count: int) -> _AxisRef:
         self.skip()
         start = self.pos
         m = _INT_RE.match(self.text, self.pos)
@@ -422,10 +421,11 @@ class _Parser(TextCursor):
             token = m.group()
         else:
             token = self.name("a mesh axis reference")
-        if token in names:
-            index = names.index(token)
-        elif token.isdigit() and int(token) < len(names):
-            index = int(token)
+        number = int64(token) if token.isdigit() else None
+        if token in index_of:
+            index = index_of[token]
+        elif number is not None and number < axis_count:
+            index = number
         else:
             raise self.error(f"unknown mesh axis {token!r}", start)
         colon = self.eat(":")

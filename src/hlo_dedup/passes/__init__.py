@@ -5,7 +5,7 @@ from .dce import HloDCE, run_dce
 from .pass_base import HloPass, PassError, PassResult
 from .pipeline import Pipeline, PipelineResult
 from .preprocess_kernel_duplicate_remover import NeuronPreprocessKernelDuplicateRemover
-from .records import FoldRecord, Hazard
+from .records import FoldRecord, Hazard, InstructionFate, NearMiss
 from .registry import DEFAULT_PIPELINE, create_pass, pass_names
 
 __all__ = [
@@ -14,7 +14,9 @@ __all__ = [
     "Hazard",
     "HloDCE",
     "HloPass",
+    "InstructionFate",
     "NeuronAllGatherDuplicateRemover",
+    "NearMiss",
     "NeuronPreprocessKernelDuplicateRemover",
     "PassError",
     "PassResult",

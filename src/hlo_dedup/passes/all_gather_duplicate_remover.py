@@ -11,37 +11,134 @@ with ReplaceAllUsesWith; HloDCE runs afterwards only if something was folded.
 Choices where the spec leaves room (documented in README "Semantics"):
 * The index path is kept whole (a stack of get-tuple-element indices, popped by tuple),
   not the binary's two scalars, so gathers of different tuple leaves never collide.
-* Transactional: anything that fails after the first rewrite (a malformed attribute met
-  by the walk or by the trailing HloDCE, an IR precondition) restores the module from its
-  text as it was before the first rewrite and re-raises, so a failed run leaves the module
-  text exactly unchanged. Taking that text is free while the module is as parsed.
+* Transactional (as every pass, see pass_base): anything that fails after the first
+  rewrite (a malformed attribute met by the walk or by the trailing HloDCE, an IR
+  precondition) rolls the module back, so a failed run leaves its text exactly unchanged.
 * Hazards: the faithful key ignores operands after operand(0), the inner gathers a walk
-  tunnelled through, the collective mode and the gather dimension. Each fold whose two
-  gathers differ in one of those is reported; `strict=True` refuses such folds (a
-  gather then only folds onto an earlier one that matches it in all of them).
+  tunnelled through (each one's dimension, groups, shape, collective mode and its own
+  operands after operand(0), any of which the index path may select), the collective
+  mode and the gather dimension. Each fold whose two gathers differ in one of those is
+  reported; `strict=True` refuses such folds (a gather then only folds onto an earlier
+  one that matches it in all of them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
+from ..analysis.fold_price import FoldPricer
 from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
-from .pass_base import HloPass, PassResult
+from .gather_survey import GatherSurvey
+from .pass_base import HloPass, ModuleTransaction, PassResult
 from .records import FoldRecord, Hazard
 
 
 @dataclass(frozen=True)
+class _GatherConfig:
+    """What decides a gather's value besides its operand(0): two gathers that agree in
+    all of this and in operand(0) compute the same value. `others` are the operands after
+    operand(0), which a multi-operand gather's index path may select."""
+
+    opcode: str
+    dimensions: tuple[int, ...]
+    groups: Any
+    shape: tuple[object, ...]
+    mode: str
+    others: tuple[HloInstruction, ...]
+
+    @classmethod
+    def of(cls, inst: HloInstruction) -> _GatherConfig:
+        return cls(inst.opcode, inst.dimensions, inst.replica_groups.groups, inst.shape.layout_key(),
+                   collective_mode(inst), tuple(inst.operands[1:]))
+
+    def differences(self, other: _GatherConfig, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:
+        found = [label for label, a, b in (
+            ("opcode", self.opcode, other.opcode),
+            ("dimension", self.dimensions, other.dimensions),
+            ("replica groups", self.groups, other.groups),
+            ("shape", self.shape, other.shape),
+            ("collective mode", self.mode, other.mode),
+        ) if a != b]
+        if not _same_values(self.others, other.others, same_value):
+            found.append("operands after operand(0)")
+        return found
+
+
+def _same_values(a: tuple[HloInstruction, ...], b: tuple[HloInstruction, ...],
+                 same_value: dict[HloInstruction, HloInstruction]) -> bool:
+    """Operand lists known to hold the same values: the same instructions, or ones a
+    hazard-free fold merged."""
+    return len(a) == len(b) and all(same_value.get(x, x) is same_value.get(y, y) for x, y in zip(a, b))
+
+
+@dataclass(frozen=True)
 class _Walk:
-    """Result of FindRawParameter for one gather."""
+    """Result of FindRawParameter for one gather: the parameter, the index path left, and
+    what the key ignores about the gather itself and each inner gather the walk tunnelled
+    through; `stop` is where a walk that found no parameter ended."""
 
     raw_param: HloInstruction | None
     path: tuple[int, ...]
-    inner_gathers: tuple[tuple[str, int, Any, str], ...]  # (opcode, dim, groups, shape) per hop
+    gather: _GatherConfig
+    inner_gathers: tuple[_GatherConfig, ...]
+    stop: HloInstruction | None = None
+    hops: tuple[tuple[str, str], ...] = ()  # (opcode, name) of each instruction visited
+
+
+def walk_to_parameter(
+    node: HloInstruction, path: tuple[int, ...], log: Callable[..., None] | None = None
+) -> tuple[HloInstruction | None, tuple[int, ...], HloInstruction | None, list[HloInstruction]]:
+    """FindRawParameter's walk from `node` with the tuple-index stack `path` (innermost
+    last): the parameter reached, or None and the instruction the walk stopped at; the path
+    left there; and every instruction the walk visited, `node` first. `log` gets the
+    --v=2 lines."""
+    pending = list(path)
+    hops: list[HloInstruction] = []
+    while True:
+        hops.append(node)
+        if log:
+            log(2, "Finding raw parameter for instruction: %s", node.to_text())
+        op = node.opcode
+        if op == "parameter":
+            return node, tuple(pending), None, hops
+        if op == "get-tuple-element":
+            index = node.tuple_index
+            if log:
+                log(2, "Found get-tuple-element at index: %d", index)
+            pending.append(index)
+        elif op == "tuple":
+            index = pending[-1] if pending else -1
+            if log:
+                log(2, "Found tuple, moving to element at index: %d", index)
+            if not 0 <= index < node.operand_count:
+                return None, tuple(pending), node, hops
+            pending.pop()
+            node = node.operands[index]
+            continue
+        elif op == "opt-barrier":
+            if log:
+                log(2, "Found optimization barrier, moving to its input")
+        elif op == "convert":
+            if not node.operands or not shapes_equal(node.operands[0].shape, node.shape):
+                return None, tuple(pending), node, hops
+            if log:
+                log(2, "Found convert operation, moving to its input")
+        elif op in _GATHERS:
+            if log:
+                log(2, "Found all-gather operation, moving to its input")
+        else:
+            return None, tuple(pending), node, hops
+        if not node.operands:
+            return None, tuple(pending), node, hops
+        node = node.operands[0]
+
+
+_GATHERS = ("all-gather", "all-gather-start")
 
 
 def collective_mode(inst: HloInstruction) -> str:
@@ -59,79 +156,46 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     name = "neuron_all_gather_duplicate_remover"
     source_file = "neuron_all_gather_duplicate_remover.cc"
 
-    def __init__(self, strict: bool = False) -> None:
-        super().__init__()
+    def __init__(self, strict: bool = False, max_peak_increase: int | None = None) -> None:
         self.strict = strict
+        self.max_peak_increase = max_peak_increase
 
     # ------------------------------------------------------------------- walk
     def find_raw_parameter(self, node: HloInstruction, ag: HloInstruction, vlog: bool) -> _Walk:
         """FindRawParameter: walk up from `node` through forwarding ops to a parameter."""
-        log = self.logger.log if vlog else None
-        level = 18
-        pending: list[int] = []
-        inner: list[tuple[str, int, Any, str]] = []
-        while True:
-            if log:
-                log(level, "Finding raw parameter for instruction: %s", node.to_text())
-            op = node.opcode
-            if op == "parameter":
-                return _Walk(node, tuple(pending), tuple(inner))
-            if op == "get-tuple-element":
-                index = node.tuple_index
-                if log:
-                    log(level, "Found get-tuple-element at index: %d", index)
-                pending.append(index)
-            elif op == "tuple":
-                index = pending[-1] if pending else -1
-                if log:
-                    log(level, "Found tuple, moving to element at index: %d", index)
-                if not 0 <= index < node.operand_count:
-                    return _Walk(None, (), ())
-                pending.pop()
-                node = node.operands[index]
-                continue
-            elif op == "opt-barrier":
-                if log:
-                    log(level, "Found optimization barrier, moving to its input")
-            elif op == "convert":
-                if not node.operands or not shapes_equal(node.operands[0].shape, node.shape):
-                    return _Walk(None, (), ())
-                if log:
-                    log(level, "Found convert operation, moving to its input")
-            elif op in ("all-gather", "all-gather-start"):
-                if log:
-                    log(level, "Found all-gather operation, moving to its input")
-                inner.append((op, node.dimensions[0] if node.dimensions else -1,
-                              node.replica_groups.groups, node.shape_text or ""))
-            else:
-                return _Walk(None, (), ())
-            if not node.operands:
-                return _Walk(None, (), ())
-            node = node.operands[0]
+        gather = _GatherConfig.of(ag)  # the binary snapshots the gather's attributes first
+        raw, path, stop, hops = walk_to_parameter(node, (), self.vlog if vlog else None)
+        inner = tuple(_GatherConfig.of(h) for h in hops if h.opcode in _GATHERS and h is not stop)
+        return _Walk(raw, path, gather, inner, stop, tuple((h.opcode, h.name) for h in hops))
 
     # -------------------------------------------------------------------- run
-    def run_on_module(self, module: HloModule) -> PassResult:
-        logger = self.logger
-        vlog = logger.isEnabledFor(18)
+    def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:
+        vlog = self.vlog_is_on(2)
         if vlog:
-            logger.log(18, "Running NeuronDuplicateParameterAllGatherRemover pass")
+            self.vlog(2, "Running NeuronDuplicateParameterAllGatherRemover pass")
         folds: list[FoldRecord] = []
         hazards: list[Hazard] = []
-        rollback = _Rollback(module)
-        try:
-            for comp in module.computations:
-                if vlog:
-                    logger.log(18, "Processing computation: %s", comp.name)
-                self._process_computation(comp, vlog, folds, hazards, rollback)
-            changed = bool(folds)
-            if changed:
-                run_dce(module)
-        except Exception:
-            rollback.restore()
-            raise
+        survey = GatherSurvey(module, walk_to_parameter)
+        # Built before the first rewrite; a computation's model only once it gets a fold.
+        pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
+        for comp in module.computations:
+            if vlog:
+                self.vlog(2, "Processing computation: %s", comp.name)
+            self._process_computation(comp, vlog, folds, hazards, transaction, survey, pricer)
+            survey.close_computation(comp)
+        changed = bool(folds)
+        deleted: list[tuple[str, str, str]] = []
+        if changed:
+            rewritten = {f.computation for f in folds}
+            before = [(c.name, c.instructions) for c in module.computations if c.name in rewritten]
+            run_dce(module, transaction)
+            deleted = [(name, i.name, i.to_text()) for name, insts in before for i in insts if i.parent is None]
         if vlog:
-            logger.log(18, "NeuronDuplicateParameterAllGatherRemover pass complete")
-        return PassResult(self.name, changed, folds, hazards)
+            self.vlog(2, "NeuronDuplicateParameterAllGatherRemover pass complete")
+        records = survey.records()
+        notes = [] if records else _no_gather_notes(module)
+        return PassResult(self.name, changed, folds, hazards, instructions=records,
+                          near_misses=survey.near_misses(), deleted=deleted, notes=notes)
 
     def _process_computation(
         self,
@@ -139,19 +203,31 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         vlog: bool,
         folds: list[FoldRecord],
         hazards: list[Hazard],
-        rollback: _Rollback,
+        transaction: ModuleTransaction,
+        survey: GatherSurvey,
+        pricer: FoldPricer,
     ) -> None:
-        logger = self.logger
-        seen: dict[tuple, list[tuple[HloInstruction, _Walk, tuple]]] = {}
-        for inst in list(comp._instructions):
-            if inst.opcode != "all-gather" or not inst.operands:
-                continue
-            walk = self.find_raw_parameter(inst.operands[0], inst, vlog)
+        candidates = []
+        for inst in comp.instructions:
+            if inst.opcode == "all-gather" and inst.operands:
+                candidates.append(inst)
+            elif inst.opcode in ("all-gather", "all-gather-start"):
+                survey.not_candidate(inst, "no operand" if inst.opcode == "all-gather" else
+                                     "asynchronous (all-gather-start): the pass folds only all-gather")
+        # Hazards are judged on the program as written: a fold re-points users, which would
+        # hide that a later walk went through a gather an earlier hazardous fold replaced.
+        # (The keys do not change: a fold only swaps a gather for one with the same key.)
+        walks = {inst: self.find_raw_parameter(inst.operands[0], inst, False) for inst in candidates}
+        same_value: dict[HloInstruction, HloInstruction] = {}  # removed -> kept, for hazard-free folds
+        seen: dict[tuple, list[HloInstruction]] = {}
+        for inst in candidates:
+            walk = self.find_raw_parameter(inst.operands[0], inst, True) if vlog else walks[inst]
             raw = walk.raw_param
-            if raw is None or raw.opcode != "parameter":
+            if raw is None:
+                survey.not_traced(inst, walk.stop, walk.hops)
                 continue
             if vlog:
-                logger.log(18, "Found all-gather instruction: %s", inst.to_text())
+                self.vlog(2, "Found all-gather instruction: %s", inst.to_text())
             shape = inst.shape
             key = (
                 raw,
@@ -160,63 +236,52 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 shape.layout_key(),
                 inst.replica_groups.groups,
             )
+            key_json = self._key_json(raw, walk, inst)
+            survey.traced(inst, raw, walk.path, key, key_json, walk.hops)
             entries = seen.get(key)
             if entries is None:
                 if vlog:
-                    logger.log(18, "Storing all-gather result for future use")
-                seen[key] = [(inst, walk, self._safety_signature(inst, walk))]
+                    self.vlog(2, "Storing all-gather result for future use")
+                seen[key] = [inst]
                 continue
-            signature = self._safety_signature(inst, walk)
-            keep, keep_walk, keep_sig = entries[0]
-            reasons = self._hazard_reasons(keep, keep_walk, inst, walk)
+            keep = entries[0]
+            reasons = _hazard_reasons(walks[keep], walks[inst], same_value)
             if self.strict and reasons:
-                match = next((e for e in entries if e[2] == signature), None)
                 hazards.append(Hazard(comp.name, keep.name, inst.name, tuple(reasons), refused=True))
+                match = next((e for e in entries if not _hazard_reasons(walks[e], walks[inst], same_value)), None)
                 if match is None:
-                    entries.append((inst, walk, signature))
+                    survey.refused(inst, keep, tuple(reasons))
+                    entries.append(inst)
                     continue
-                keep, reasons = match[0], []
+                keep, reasons = match, []
             elif reasons:
                 hazards.append(Hazard(comp.name, keep.name, inst.name, tuple(reasons), refused=False))
-            if comp._reorder and _depends_on(keep, inst):
+            if not comp.definition_ordered and _depends_on(keep, inst):
                 hazards.append(Hazard(comp.name, keep.name, inst.name,
                                       ("folding would create a cycle",), refused=True))
+                survey.refused(inst, keep, ("folding would create a cycle",))
+                continue
+            budget = self.max_peak_increase
+            price = pricer.apply(comp, keep, inst) if budget is None else pricer.apply_within(comp, keep, inst, budget)
+            if price.refused:
+                survey.refused(inst, keep, (
+                    f"the estimated peak of {comp.name} would rise by {price.peak_increase} bytes "
+                    f"({price.peak_bytes_before} -> {price.peak_bytes_after}), more than the "
+                    f"--max-peak-increase budget of {budget}",))
                 continue
             if vlog:
-                logger.log(18, "Replacing all-gather with previous result: %s", keep.to_text())
-            record = self._record(comp, keep, inst, self._key_json(raw, walk, inst), bool(reasons))
-            rollback.arm()
+                self.vlog(2, "Replacing all-gather with previous result: %s", keep.to_text())
+            users = inst.users
+            lines_before = [u.to_text() for u in users]
+            removed_text = inst.to_text()
+            transaction.before_rewrite()
             inst.replace_all_uses_with(keep)
-            folds.append(record)
-
-    @staticmethod
-    def _safety_signature(inst: HloInstruction, walk: _Walk) -> tuple:
-        return (
-            tuple(id(o) for o in inst.operands[1:]),
-            walk.inner_gathers,
-            collective_mode(inst),
-            inst.dimensions,
-        )
-
-    @staticmethod
-    def _hazard_reasons(keep: HloInstruction, keep_walk: _Walk, inst: HloInstruction, walk: _Walk) -> list[str]:
-        reasons = []
-        if keep.operands[1:] != inst.operands[1:] or len(keep.operands) != len(inst.operands):
-            reasons.append(
-                "multi-operand all-gathers differ beyond operand(0) "
-                f"({keep.operand_count} vs {inst.operand_count} operands)"
-            )
-        if keep_walk.inner_gathers != walk.inner_gathers:
-            reasons.append("the walks tunnelled through inner all-gathers with different "
-                           "dimensions, replica groups or shapes")
-        mode_a, mode_b = collective_mode(keep), collective_mode(inst)
-        if mode_a != mode_b:
-            reasons.append(f"different collective modes ({mode_a} vs {mode_b}: channel_id / "
-                           "use_global_device_ids differ, so the same replica_groups name "
-                           "different devices)")
-        if keep.dimensions != inst.dimensions:
-            reasons.append(f"different all_gather_dimension ({keep.dimensions} vs {inst.dimensions})")
-        return reasons
+            rewired = tuple((u.name, b, u.to_text()) for u, b in zip(users, lines_before))
+            folds.append(self._record(comp, keep, inst, key_json, bool(reasons), price.to_json(),
+                                      removed_text, rewired))
+            survey.folded(inst, keep)
+            if not reasons:
+                same_value[inst] = keep
 
     @staticmethod
     def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
@@ -225,55 +290,59 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         element_type = "tuple" if shape.element_type is None else shape.element_type.value
         return {
             "parameter": raw.name,
-            "index_path": list(walk.path),
+            "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
             "element_type": element_type,
             "shape": shape.to_text(),
             "replica_groups": [list(g) for g in inst.replica_groups.groups],
         }
 
-    def _record(
-        self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any], hazardous: bool
-    ) -> FoldRecord:
+    def _record(self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any],
+                hazardous: bool, memory: dict[str, Any], removed_text: str,
+                rewired: tuple[tuple[str, str, str], ...]) -> FoldRecord:
         out_bytes = byte_size(removed.shape)
         shard_count = _shard_count(removed)
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
-                          hazardous=hazardous)
+                          hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
 
 
-class _Rollback:
-    """Undo for a run that fails after its first rewrite.
+def _no_gather_notes(module: HloModule) -> list[str]:
+    """Why a module has no all-gather to fold, when the module says so."""
+    for comp in module.computations:
+        for inst in comp:
+            if inst.attr("sharding") is not None or (
+                    inst.opcode == "custom-call" and inst.custom_call_target in ("Sharding", "SPMDFullToShardShape")):
+                return ["no all-gather instructions: the module carries sharding annotations but is not "
+                        "partitioned yet; XLA's SPMD partitioner inserts the collectives (look at a dump "
+                        "after spmd-partitioning, e.g. --xla_dump_hlo_pass_re=spmd-partitioning)"]
+    return ["no all-gather instructions in the module"]
 
-    `arm()` (called just before the first rewrite) keeps the module's text; `restore()`
-    re-parses it into the same HloModule object, so the caller's module prints exactly as
-    before. Runs that never rewrite pay nothing.
-    """
 
-    def __init__(self, module: HloModule) -> None:
-        self.module = module
-        self.text: str | None = None
-
-    def arm(self) -> None:
-        if self.text is None:
-            self.text = self.module.snapshot_text()
-
-    def restore(self) -> None:
-        if self.text is None:
-            return
-        from ..text.parser import parse_module
-
-        module = self.module
-        same_source = self.text == module._source
-        fresh = parse_module(
-            self.text,
-            module.filename,
-            spmd=module.use_spmd_partitioning,
-            first_line=module._first_line if same_source else 1,
+def _hazard_reasons(keep: _Walk, walk: _Walk, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:
+    """Why folding the gather of `walk` onto that of `keep` (same key) may change the
+    program's results; empty when it cannot."""
+    reasons = []
+    a, b = keep.gather, walk.gather
+    if not _same_values(a.others, b.others, same_value):
+        reasons.append(
+            "multi-operand all-gathers differ beyond operand(0) "
+            f"({len(a.others) + 1} vs {len(b.others) + 1} operands)"
         )
-        vars(module).update(vars(fresh))
-        for comp in module.computations:
-            comp.parent = module
-        module.touch()
+    inner_a, inner_b = keep.inner_gathers, walk.inner_gathers
+    if len(inner_a) != len(inner_b):
+        reasons.append(f"the walks tunnelled through different numbers of inner all-gathers "
+                       f"({len(inner_a)} vs {len(inner_b)})")
+    else:
+        differing = sorted({label for x, y in zip(inner_a, inner_b) for label in x.differences(y, same_value)})
+        if differing:
+            reasons.append("the walks tunnelled through inner all-gathers that differ in " + ", ".join(differing))
+    if a.mode != b.mode:
+        reasons.append(f"different collective modes ({a.mode} vs {b.mode}: channel_id / "
+                       "use_global_device_ids differ, so the same replica_groups name "
+                       "different devices)")
+    if a.dimensions != b.dimensions:
+        reasons.append(f"different all_gather_dimension ({a.dimensions} vs {b.dimensions})")
+    return reasons
 
 
 def _shard_count(ag: HloInstruction) -> int:

@@ -20,7 +20,8 @@ from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import OPCODES, is_known_opcode
-from .pass_base import HloPass, PassResult
+from ..ir.shape import Shape
+from .pass_base import HloPass, ModuleTransaction, PassResult
 
 #: Frontend attribute keys that pin an instruction (HasDisableWhileLoopDceAttr).
 _DISABLE_DCE_KEYS = (
@@ -38,12 +39,14 @@ class HloDCE(HloPass):
     name = "dce"
     source_file = "hlo_dce.cc"
 
-    def run_on_module(self, module: HloModule) -> PassResult:
-        return PassResult(self.name, run_dce(module))
+    def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:
+        return PassResult(self.name, run_dce(module, transaction))
 
 
-def run_dce(module: HloModule) -> bool:
-    """Run HloDCE over `module`; returns XLA's `changed` (§1.9)."""
+def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> bool:
+    """Run HloDCE over `module`; returns XLA's `changed` (§1.9). A pass passes its
+    transaction, which is told before the first edit; a direct call is not rolled back."""
+    transaction = transaction or ModuleTransaction(module, tracked=False)
     entry = module.entry
     if entry is None:
         return False
@@ -52,23 +55,24 @@ def run_dce(module: HloModule) -> bool:
     changed = False
     while stack:
         comp = stack.pop()
-        changed |= _run_on_computation(comp)
-        for inst in comp._instructions:
+        changed |= _run_on_computation(comp, transaction)
+        for inst in comp:
             for callee in inst.called_computations:
                 if callee in to_remove:
                     to_remove.discard(callee)
                     stack.append(callee)
     for comp in module.computations:
         if comp in to_remove:
+            transaction.before_rewrite()
             module.remove_computation(comp)
             changed = True
     return changed
 
 
-def _run_on_computation(comp: HloComputation) -> bool:
-    changed = _remove_multi_output_fusion_unused_outputs(comp)
-    changed |= _remove_dead_roots(comp)
-    changed |= _remove_dead_parameters(comp)
+def _run_on_computation(comp: HloComputation, transaction: ModuleTransaction) -> bool:
+    changed = _remove_multi_output_fusion_unused_outputs(comp, transaction)
+    changed |= _remove_dead_roots(comp, transaction)
+    changed |= _remove_dead_parameters(comp, transaction)
     return changed
 
 
@@ -138,7 +142,7 @@ def can_remove_instruction(inst: HloInstruction) -> bool:
     return True
 
 
-def _remove_dead_roots(comp: HloComputation) -> bool:
+def _remove_dead_roots(comp: HloComputation, transaction: ModuleTransaction) -> bool:
     """RemoveDeadRoots.
 
     XLA walks the whole reverse post order and removes what is removable when reached.
@@ -147,13 +151,14 @@ def _remove_dead_roots(comp: HloComputation) -> bool:
     removal left dead — the same removals without a post order of all the live code.
     """
     root = comp.root
-    pending = [i for i in comp._instructions if not i._users and i is not root]
+    pending = [i for i in comp if not i.user_count and i is not root]
     changed = False
     while pending:
         inst = pending.pop()  # last in text order first: users before their operands
         if inst.parent is not comp or not can_remove_instruction(inst):
             continue
         operands = list(dict.fromkeys(inst.operands))
+        transaction.before_rewrite()
         comp.remove_instruction_and_unused_operands(inst)
         changed = True
         # Operands the removal skipped (side-effecting ones) get their own chance.
@@ -161,17 +166,18 @@ def _remove_dead_roots(comp: HloComputation) -> bool:
     return changed
 
 
-def _remove_dead_parameters(comp: HloComputation) -> bool:
+def _remove_dead_parameters(comp: HloComputation, transaction: ModuleTransaction) -> bool:
     if comp.fusion_instruction is None:
         return False  # entry parameters stay; others need call analysis (off by default)
     before = comp.num_parameters
     for param in reversed(list(comp.parameters)):
         if param.parent is comp and param.is_dead() and comp.is_safely_removable(param):
+            transaction.before_rewrite()
             comp.remove_instruction_and_unused_operands(param)
     return comp.num_parameters < before
 
 
-def _remove_multi_output_fusion_unused_outputs(comp: HloComputation) -> bool:
+def _remove_multi_output_fusion_unused_outputs(comp: HloComputation, transaction: ModuleTransaction) -> bool:
     """§1.7: shrink a multi-output fusion to the outputs its GTE users read."""
     fusion = comp.fusion_instruction
     if fusion is None or fusion.parent is None:
@@ -194,8 +200,7 @@ def _remove_multi_output_fusion_unused_outputs(comp: HloComputation) -> bool:
         return False
     kept = sorted(used)
     kept_shapes = [fusion.shape.tuple_shapes[i] for i in kept]
-    from ..ir.shape import Shape
-
+    transaction.before_rewrite()
     if len(kept) == 1:
         caller = fusion.parent
         for gte in fusion.users:
@@ -205,7 +210,7 @@ def _remove_multi_output_fusion_unused_outputs(comp: HloComputation) -> bool:
             for pred in list(gte.control_predecessors):
                 pred.add_control_dependency_to(fusion)
             gte.replace_all_uses_with_different_shape(fusion)
-            caller._force_remove(gte)
+            caller.force_remove_instruction(gte)
         fusion.set_shape(kept_shapes[0])
         root.replace_all_uses_with_different_shape(root.operands[kept[0]])
     else:
@@ -225,19 +230,6 @@ def _remove_multi_output_fusion_unused_outputs(comp: HloComputation) -> bool:
         if comp.is_safely_removable(root):  # a control edge would keep it (and its name)
             old_name = root.name
             comp.remove_instruction_and_unused_operands(root)
-            _rename(comp, new_root, old_name)
-    comp._sig = False
+            comp.rename_instruction(new_root, old_name)
     return True
 
-
-def _rename(comp: HloComputation, inst: HloInstruction, name: str) -> None:
-    """SetAndSanitizeName for a name that has just been freed in this module."""
-    if comp._by_name.get(inst.name) is inst:
-        del comp._by_name[inst.name]
-    module = comp.parent
-    if module is not None:
-        module._forget_name(inst.name)
-        module._note_name(name)
-    inst.name = name
-    comp._by_name[name] = inst
-    inst.mark_changed()

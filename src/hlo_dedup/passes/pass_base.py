@@ -1,17 +1,21 @@
 """The pass interface: a named object whose `run(module)` returns whether it changed it.
 
-Mirrors XLA's HloModulePass (`name()`, `Run(module) -> StatusOr<bool>`): a failing
-check raises `PassError` (XLA's RET_CHECK status) and must leave the module untouched.
-Passes may attach what they did (`records`) for reports.
+Mirrors XLA's HloModulePass (`name()`, `Run(module) -> StatusOr<bool>`): a failing check
+raises `PassError` (XLA's RET_CHECK status). Unlike XLA, a failed pass leaves the module
+exactly as it was: every pass runs inside a `ModuleTransaction` and calls
+`transaction.before_rewrite()` just before its first edit; if the pass then raises, the
+module is rolled back. Passes attach what they did (`folds`, `hazards`) for reports.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..ir.module import HloModule
+from ..logs import pass_logger, vlog_level
 
 
 class PassError(RuntimeError):
@@ -33,6 +37,47 @@ class PassResult:
     folds: list[Any] = field(default_factory=list)
     hazards: list[Any] = field(default_factory=list)
     seconds: float = 0.0
+    instructions: list[Any] = field(default_factory=list)  # InstructionFate per instruction considered
+    near_misses: list[Any] = field(default_factory=list)
+    #: (computation, name, line) of what the pass's closing DCE deleted in the computations
+    #: it rewrote.
+    deleted: list[tuple[str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a user should know, in words
+
+
+class ModuleTransaction:
+    """Undo for a pass that fails after it started editing.
+
+    `before_rewrite()` keeps the module's text the first time it is called (free while the
+    module is as read: its text is its source); `rollback()` reads that text again into
+    the same HloModule object. A pass that fails before its first rewrite costs nothing.
+    An untracked transaction keeps nothing and rolls nothing back.
+    """
+
+    def __init__(self, module: HloModule, *, tracked: bool = True) -> None:
+        self.module = module
+        self.tracked = tracked
+        self._text: str | None = None
+
+    def before_rewrite(self) -> None:
+        if self._text is None and self.tracked:
+            self._text = self.module.to_text()
+
+    def rollback(self) -> None:
+        if self._text is None:
+            return
+        from ..text.parser import parse_module
+
+        module = self.module
+        source = module.source
+        same_text = source is not None and self._text == source.text
+        fresh = parse_module(
+            self._text,
+            module.filename,
+            spmd=module.use_spmd_partitioning,
+            first_line=source.first_line if same_text and source is not None else 1,
+        )
+        module.restore_from(fresh)
 
 
 class HloPass:
@@ -42,28 +87,33 @@ class HloPass:
     #: Source file name XLA's logging would show for this pass (for `--vmodule`).
     source_file: ClassVar[str] = ""
 
-    def __init__(self) -> None:
-        self.last_result: PassResult | None = None
-
     @property
     def logger(self) -> logging.Logger:
-        from ..logs import pass_logger
-
         return pass_logger(self.source_file or self.name)
+
+    def vlog_is_on(self, level: int) -> bool:
+        """XLA's VLOG_IS_ON(level) for this pass's source file."""
+        return self.logger.isEnabledFor(vlog_level(level))
+
+    def vlog(self, level: int, message: str, *args: object) -> None:
+        """XLA's VLOG(level) << ...: logged with the caller's line."""
+        self.logger.log(vlog_level(level), message, *args, stacklevel=2)
 
     def run(self, module: HloModule) -> bool:
         """Run on `module`; True if it changed."""
-        result = self.run_with_result(module)
-        return result.changed
+        return self.run_with_result(module).changed
 
     def run_with_result(self, module: HloModule) -> PassResult:
-        import time
-
+        """Run on `module` inside a transaction: on any error the module is rolled back."""
         start = time.perf_counter()
-        result = self.run_on_module(module)
+        transaction = ModuleTransaction(module)
+        try:
+            result = self.run_on_module(module, transaction)
+        except BaseException:
+            transaction.rollback()
+            raise
         result.seconds = time.perf_counter() - start
-        self.last_result = result
         return result
 
-    def run_on_module(self, module: HloModule) -> PassResult:  # pragma: no cover - abstract
+    def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:  # pragma: no cover
         raise NotImplementedError

@@ -34,8 +34,9 @@ class Pipeline:
         self.name = name
 
     @classmethod
-    def from_names(cls, names: Sequence[str], *, strict: bool = False) -> Pipeline:
-        return cls([create_pass(n, strict=strict) for n in names])
+    def from_names(cls, names: Sequence[str], *, strict: bool = False,
+                   max_peak_increase: int | None = None) -> Pipeline:
+        return cls([create_pass(n, strict=strict, max_peak_increase=max_peak_increase) for n in names])
 
     def run(
         self,

@@ -1,9 +1,16 @@
-"""What a dedup pass did, for reports: one record per fold and per hazard."""
+"""What a dedup pass did, for reports: one record per fold and per hazard, the fate of every
+instruction the pass considered, and the near misses it saw."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..ir.metadata import program_location
+from ..ir.shape import byte_size
+
+if TYPE_CHECKING:
+    from ..ir.instruction import HloInstruction
 
 
 @dataclass(frozen=True)
@@ -15,11 +22,6 @@ class Hazard:
     removed: str
     reasons: tuple[str, ...]
     refused: bool  # True in strict mode: the fold was not made
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["reasons"] = list(self.reasons)
-        return data
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,69 @@ class FoldRecord:
     bytes_per_device: int = 0
     replacement: str | None = None  # the clone that replaced `removed` (preprocess pass)
     hazardous: bool = False
+    #: The fold's memory price (analysis.FoldPrice.to_json): live_range_extension,
+    #: peak_bytes_before/after, crosses_peak, peak_instruction; None where not priced.
+    memory: dict[str, Any] | None = None
+    #: The rewrite: the removed instruction's line, and (user, line before, line after) for
+    #: every user re-pointed from it.
+    removed_text: str = ""
+    rewired: tuple[tuple[str, str, str], ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+
+@dataclass(frozen=True)
+class InstructionFate:
+    """One instruction a pass considered (an all-gather, a kernel) and what became of it.
+
+    Fates of the all-gather pass: `kept` (duplicates were folded onto it), `folded` (onto
+    `folded_into`), `refused` (a fold was refused: `reason`), `not_traced` (the walk stopped
+    at `stop`, an (opcode, instruction) pair, before a parameter), `unique` (traced, no
+    duplicate), `not_candidate` (e.g. `all-gather-start`). Of the preprocess-kernel pass:
+    `first`, `rewritten` (onto a clone of `folded_into`), `not_matched` (`reason`).
+    `key` is the traced key; `op_name` and `source` (file:line) come from the metadata.
+    `refused_onto` names the gather a refused fold would have kept (what `reason` names).
+    """
+
+    computation: str
+    name: str
+    opcode: str
+    fate: str
+    folded_into: str | None = None
+    reason: str | None = None
+    stop: tuple[str, str] | None = None
+    key: dict[str, Any] | None = None
+    bytes_output: int = 0
+    op_name: str | None = None
+    source: str | None = None
+    walk: tuple[tuple[str, str], ...] = ()  # (opcode, name) from operand(0) up to where the walk ended
+    refused_onto: str | None = None
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """Instructions that would fold but for one thing.
+
+    `kind`: `key_field` (same parameter, a key field differs), `same_operand` (the walks
+    stopped at the same non-parameter value), `cross_computation` (the same parameter,
+    gathered in different computations). `reason` says it in words.
+    """
+
+    kind: str
+    reason: str
+    computations: tuple[str, ...]
+    instructions: tuple[str, ...]
+
+
+def identify(inst: HloInstruction) -> dict[str, Any]:
+    """What a record says about an instruction while it still exists (DCE may delete it):
+    where it is, its output bytes, and its framework op and source line from metadata."""
+    module = inst.module
+    metadata = inst.metadata
+    frame = program_location(metadata, module.stack_frames if module is not None else None)
+    return {
+        "computation": inst.parent.name if inst.parent is not None else "",
+        "name": inst.name,
+        "opcode": inst.opcode,
+        "bytes_output": byte_size(inst.shape),
+        "op_name": metadata.op_name or None,
+        "source": str(frame) if frame is not None else None,
+    }

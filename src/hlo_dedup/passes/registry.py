@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+import difflib
 
 from .all_gather_duplicate_remover import NeuronAllGatherDuplicateRemover
 from .dce import HloDCE
@@ -20,24 +20,39 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     NeuronAllGatherDuplicateRemover.name,
 )
 
-#: C++ source stems, for `--vmodule`.
-PASS_SOURCE_FILES: tuple[str, ...] = tuple(
-    cls.source_file.removesuffix(".cc") for cls in _PASSES.values()
-)
-
 
 def pass_names() -> list[str]:
     """Registered names, sorted as hlo-opt's --list-passes prints them."""
     return sorted(_PASSES)
 
 
-def create_pass(name: str, *, strict: bool = False) -> HloPass:
-    """Instantiate the pass registered as `name`; KeyError lists the known names."""
+def _spelling(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def suggest_pass(name: str) -> str | None:
+    """The registered name `name` was probably meant as: the same words with the other
+    separator (the real names mix `-` and `_`), or the closest name; None if none is close."""
+    by_spelling = {_spelling(known): known for known in _PASSES}
+    if _spelling(name) in by_spelling:
+        return by_spelling[_spelling(name)]
+    close = difflib.get_close_matches(_spelling(name), list(by_spelling), n=1, cutoff=0.6)
+    return by_spelling[close[0]] if close else None
+
+
+def unknown_pass_message(name: str) -> str:
+    """hlo-opt's words for an unknown pass, with a suggestion when one is close."""
+    hint = suggest_pass(name)
+    did_you_mean = f" Did you mean {hint}?" if hint else ""
+    return f"Pass {name} not found.{did_you_mean} Known passes: {','.join(pass_names())}"
+
+
+def create_pass(name: str, *, strict: bool = False, max_peak_increase: int | None = None) -> HloPass:
+    """Instantiate the pass registered as `name`; KeyError lists the known names.
+    `strict` and `max_peak_increase` (bytes) configure the all-gather pass."""
     cls = _PASSES.get(name)
     if cls is None:
-        raise KeyError(f"Pass {name} not found. Known passes: {', '.join(pass_names())}")
-    factory: Callable[[], HloPass]
+        raise KeyError(unknown_pass_message(name))
     if cls is NeuronAllGatherDuplicateRemover:
-        return NeuronAllGatherDuplicateRemover(strict=strict)
-    factory = cls
-    return factory()
+        return NeuronAllGatherDuplicateRemover(strict=strict, max_peak_increase=max_peak_increase)
+    return cls()

@@ -1,12 +1,10 @@
-"""HLO text → IR.
+"""HLO text → IR, through the IR's public constructors.
 
-Two readers share one output. The line fast path reads an instruction that XLA printed
-on one line with a single regular-expression match and defers everything it can
-(attributes stay one raw string, shapes stay text). Anything it is not sure about —
-hand-written wrapping, old operand shapes, nested instructions, compact GTEs, odd
-literals — goes to the careful reader, which walks the grammar of
-hlo-text-format.md token by token. Both keep the exact source text, so printing an
-unchanged module gives back the input byte for byte.
+Two readers share one output. The line fast path (`lines`) reads an instruction that XLA
+printed on one line with a single regular-expression match. Anything it is not sure
+about goes to the careful reader here, which walks the grammar of hlo-text-format.md
+token by token. Both keep the exact source text, so printing an unchanged module gives
+back the input byte for byte.
 """
 
 from __future__ import annotations
@@ -16,68 +14,36 @@ import re
 import sys
 from dataclasses import dataclass, field
 
+from ..ir.attributes import read_parameter_number
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
-from ..ir.opcodes import CALLED_COMPUTATION_KEYS, OPCODES, is_known_opcode
-from ..ir.shape import PrimitiveType
-from .errors import HloParseError, line_col
-from .lexer import IDENT, ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
+from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
+from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
+from ..syntax.cursor import TextSyntaxError, int64
+from ..syntax.errors import HloParseError, line_col
+from ..syntax.lexer import IDENT, ScanError, match_group, name_list, next_token, skip_trivia, split_attributes, token_at
+from .lines import LINE, MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, instruction_from_line, intern_lead, shape_end, shape_required
 
-_PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
-
-_FAST = re.compile(
-    r"(\n[ \t]*)(ROOT[ \t]+)?(%?)([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
-    r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
-    r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
+_HEADER_INT = re.compile(r"[0-9]+")
+#: A computation header as XLA prints it (no comments, strings or line breaks inside).
+_HEADER = re.compile(
+    r"[ \t\r\n]*(ENTRY[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
+    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
 )
-_NEEDS_ATTRS = re.compile(
-    r"(?:to_apply|calls|condition|body|select|scatter|true_computation|false_computation|"
-    r"branch_computations|called_computations|control-predecessors)="
-)
-_SIMPLE_REFERENCE = re.compile(
-    r", (to_apply|calls|condition|body|select|scatter|true_computation|false_computation)="
-    r"(%?[A-Za-z_][\w.\-]*)(?=, [A-Za-z_][\w.\-]*=|$)"
-)
-_LIST_REFERENCE = re.compile(
-    r", (branch_computations|called_computations|control-predecessors)=(\{[^{}]*\})(?=, [A-Za-z_][\w.\-]*=|$)"
-)
-_INDEX_COMMENT = re.compile(r"(?<=, )/\*index=\d+\*/")
-_PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
-#: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
-_SHAPE_REQUIRED = frozenset(
-    """all-gather all-gather-start all-gather-done all-reduce all-reduce-start all-reduce-done
-    all-to-all collective-broadcast collective-permute collective-permute-start
-    collective-permute-done copy-start copy-done dynamic-reshape dynamic-slice
-    dynamic-update-slice ragged-all-to-all recv recv-done send send-done reduce-scatter slice
-    bitcast bitcast-convert constant convert custom-call fusion infeed iota outfeed parameter
-    reduce-precision reshape rng rng-bit-generator rng-get-and-update-state
-    stochastic-convert async-start async-update async-done""".split()
-)
-
-
-def _shape_required(opcode: str) -> bool:
-    return opcode in _SHAPE_REQUIRED or (
-        opcode.endswith(("-start", "-update", "-done")) and opcode not in OPCODES
-    )
-
-
-_leads: dict[str, str] = {}
-
-
-def _intern_lead(lead: str) -> str:
-    """Most leads are the same few strings ("\\n  "); share one object for each."""
-    if len(lead) > 16:
-        return lead
-    return _leads.setdefault(lead, lead)
-
+# `#i#j...` after an operand name: indices of at most 18 digits (int64), each a whole token.
+_INDEX_RUN = re.compile(r"(?:#[0-9]{1,18}(?![\w.?]|-(?!>)))+")
+#: Longest name given to a get-tuple-element rebuilt from `%t#i#j...`: each level appends
+#: `_i` to the one before, which a long chain must not turn into quadratic text.
+_MAX_COMPACT_GTE_NAME = 256
 
 def split_module_texts(text: str) -> list[tuple[int, str]]:
     """Split lit-style multi-module text on `// -----` lines: [(start_line, text)]."""
+    if "// -----" not in text:  # a plain search is fifty times faster than the line regex
+        return [(1, text)]
     pieces: list[tuple[int, str]] = []
     start = 0
     line = 1
@@ -152,8 +118,27 @@ class _Operand:
 class _CompState:
     comp: HloComputation
     roots: list[HloInstruction] = field(default_factory=list)
-    compact: dict[tuple[HloInstruction, tuple[int, ...]], HloInstruction] = field(default_factory=dict)
-    anon: int = 0
+    compact: dict[tuple[HloInstruction, int], HloInstruction] = field(default_factory=dict)
+    last: HloInstruction | None = None
+    suffixes: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.lookup = self.comp.name_lookup()
+
+    def append(self, inst: HloInstruction) -> None:
+        self.comp.append_instruction(inst)
+        self.last = inst
+
+    def unique_name(self, wanted: str) -> str:
+        """`wanted`, else the first free `wanted.N` (N from 1). Names are only added while
+        reading, so the search resumes where the last one for `wanted` stopped."""
+        if self.lookup(wanted) is None:
+            return wanted
+        k = self.suffixes.get(wanted, 1)
+        while self.lookup(f"{wanted}.{k}") is not None:
+            k += 1
+        self.suffixes[wanted] = k + 1
+        return f"{wanted}.{k}"
 
 
 class _Parser:
@@ -164,7 +149,9 @@ class _Parser:
         self.spmd = spmd
         self.first_line = first_line
         self.pos = 0
+        self.depth = 0  # nested-instruction operands being read
         self.module: HloModule | None = None
+        self.source = ModuleSource(text, filename, first_line)
 
     # ----------------------------------------------------------------- errors
     def error(self, offset: int, message: str) -> HloParseError:
@@ -198,11 +185,10 @@ class _Parser:
             if tok != "ENTRY" and second != "{" and not (tok and second == "("):
                 raise self.error(start, "expected 'HloModule' or a computation")
             module = HloModule("", use_spmd_partitioning=self.spmd)
-            module._has_header = False
-            module._head = ""
-        module.filename = self.filename
-        module._source = text
-        module._first_line = self.first_line
+            self.source.has_header = False
+        # Set now so that errors found while reading can name their line; recorded as the
+        # module's pristine text once everything is read.
+        module.source = self.source
         self.module = module
         last_comp = None
         while True:
@@ -212,13 +198,13 @@ class _Parser:
             last_comp = self.parse_computation()
         if last_comp is None:
             raise self.error(self.pos, "expected at least one computation")
-        module._tail = text[self.pos :]
+        self.source.tail = text[self.pos :]
         if module.entry is None:
             module.entry = last_comp
             last_comp.is_entry = True
-        if not module._has_header:
+        if not self.source.has_header:
             module.name = "module_" + module.entry.name
-        module._pristine_generation = module._generation
+        module.attach_source(self.source)
         return module
 
     def parse_header(self, pos: int) -> HloModule:
@@ -237,11 +223,11 @@ class _Parser:
             module.header_attributes.append((key, raw))
         for key in ("replica_count", "num_partitions"):
             raw = module.header_attr(key)
-            if raw is not None and not raw.isdigit():
+            if raw is not None and (not _HEADER_INT.fullmatch(raw) or int64(raw) is None):
                 off = next(o for k, _, o in attrs if k == key)
-                raise self.error(off, f"{key} must be a non-negative integer")
+                raise self.error(off, f"{key} must be a non-negative int64")
         pos = self.parse_stack_frames(pos)
-        module._head = text[:pos]
+        self.source.head = text[:pos]
         self.pos = pos
         return module
 
@@ -270,6 +256,9 @@ class _Parser:
         module = self.module
         assert module is not None
         lead_start = self.pos
+        quick = self.quick_header(lead_start)
+        if quick is not None:
+            return self.read_computation(*quick)
         tok, start, end = next_token(text, lead_start)
         is_entry = False
         if tok == "ENTRY":
@@ -278,26 +267,47 @@ class _Parser:
         name = tok[1:] if tok.startswith("%") else tok
         if not IDENT.fullmatch(name) or tok.endswith(":"):
             raise self.error(start, "expected computation name")
-        comp = HloComputation(name, is_entry=is_entry)
-        comp._percent = tok.startswith("%")
+        percent = tok.startswith("%")
         if module.get_computation(name) is not None:
             raise self.error(start, f"duplicate computation name {name!r}")
         pos = end
         tok, start, end = next_token(text, pos)
-        comp.has_signature = tok == "("
+        has_signature = tok == "("
         if tok == "(":
             pos = match_group(text, start)
             pos = self.expect(pos, "->")
             sstart = skip_trivia(text, pos)
-            send = self.scan_shape(sstart)
+            send = shape_end(text, sstart)
             if send is None:
                 raise self.error(sstart, "expected result shape after '->'")
             pos = send
             tok, start, end = next_token(text, pos)
         if tok != "{":
             raise self.error(start, "expected '{' to open the computation body")
-        comp._head = text[lead_start:end]
-        comp.offset = start
+        return self.read_computation(lead_start, is_entry, name, percent, has_signature, start, end)
+
+    def quick_header(self, lead_start: int) -> tuple[int, bool, str, bool, bool, int, int] | None:
+        """`read_computation`'s arguments for a header as XLA prints it (one line, read with
+        one regex, checked by the careful reader's scanners); None to read it carefully."""
+        m = _HEADER.match(self.text, lead_start)
+        entry, name = (m.group(1), m.group(3)) if m is not None else (None, "ENTRY")
+        if (entry is None and name == "ENTRY") or self.module.get_computation(name) is not None:  # type: ignore[union-attr]
+            return None  # no match, or the careful reader says what is wrong
+        try:
+            if match_group(self.text, m.start(4)) != m.end(4) or shape_end(self.text, m.start(5)) != m.end(5):
+                return None
+        except ScanError:
+            return None
+        return lead_start, entry is not None, name, m.group(2) == "%", True, m.start(6), m.end(6)
+
+    def read_computation(self, lead_start: int, is_entry: bool, name: str, percent: bool, has_signature: bool,
+                         start: int, end: int) -> HloComputation:
+        """The computation whose header spans `lead_start` to its body's `{` (at `start`)."""
+        text = self.text
+        module = self.module
+        assert module is not None
+        span = ComputationSpan(text[lead_start:end], start, percent=percent, has_signature=has_signature)
+        comp = HloComputation(name, is_entry=is_entry, span=span)
         module.add_computation(comp)
         if is_entry:
             if module.entry is not None:
@@ -305,42 +315,38 @@ class _Parser:
             module.entry = comp
         state = _CompState(comp)
         pos = self.parse_body(state, end)
-        # pos is at the closing brace
-        close_lead = pos
+        close_lead = span.body_end = pos  # the closing brace's lead starts here
         cstart = skip_trivia(text, pos)
         end = cstart + 1
         attrs, after = split_attributes(text, end, single=True)
         for key, raw, off in attrs:
             if key != "execution_thread":
                 raise self.error(off, f"unexpected computation attribute {key!r}")
-            from .escape import c_unescape
+            from ..syntax.escape import c_unescape
 
             comp.execution_thread = c_unescape(raw[1:-1])
             end = after
-        comp._tail = text[close_lead:end]
+        span.tail = text[close_lead:end]
         self.pos = end
         self.finish_computation(state, cstart)
         return comp
 
     def finish_computation(self, state: _CompState, offset: int) -> None:
         comp = state.comp
-        if not comp._instructions:
+        if state.last is None:
             raise self.error(offset, f"computation {comp.name!r} has no instructions")
         if len(state.roots) > 1:
             second = state.roots[1]
             raise self.error(
-                second.offset if second.offset >= 0 else offset,
+                second.span.start if second.span.start >= 0 else offset,
                 f"computation {comp.name!r} has more than one ROOT (first: {state.roots[0].name!r})",
             )
-        comp.root = state.roots[0] if state.roots else list(comp._instructions)[-1]
+        comp.root = state.roots[0] if state.roots else state.last
         params: dict[int, HloInstruction] = {}
-        for inst in comp._instructions:
+        for inst in comp:
             if inst.opcode == "parameter":
-                at = inst.offset if inst.offset >= 0 else offset
-                try:
-                    number = int(inst.payload or "")
-                except ValueError:
-                    raise self.error(at, f"parameter {inst.name!r} needs a number") from None
+                at = inst.span.start if inst.span.start >= 0 else offset
+                number = read_parameter_number(inst.payload or "")  # checked when read
                 if number in params:
                     raise self.error(
                         at,
@@ -351,7 +357,7 @@ class _Parser:
         if sorted(params) != list(range(len(params))):
             bad = next(p for n, p in params.items() if n >= len(params))
             raise self.error(
-                bad.offset if bad.offset >= 0 else offset,
+                bad.span.start if bad.span.start >= 0 else offset,
                 f"parameter numbers of {comp.name!r} must be 0..{len(params) - 1}: "
                 f"{bad.name!r} is parameter({bad.payload.strip() if bad.payload else ''})",
             )
@@ -361,33 +367,33 @@ class _Parser:
     def parse_body(self, state: _CompState, pos: int) -> int:
         text = self.text
         n = len(text)
-        fast = _FAST.match if self.fast else None
-        by_name = state.comp._by_name
-        leads = _leads
+        fast = LINE.match if self.fast else None
+        lookup = state.lookup
         while True:
             if fast is not None:
                 m = fast(text, pos)
                 if m is not None:
-                    inst = self.fast_instruction(state, m, by_name)
-                    if inst is not None:
-                        q = m.end(1)
-                        end = m.end()
-                        lead = m.group(1)
-                        inst._lead = leads.get(lead) or _intern_lead(lead)
-                        inst._end = end
-                        inst.offset = q
-                        pos = end
+                    found = instruction_from_line(text, m, lookup)
+                    if found is not None:
+                        inst, is_root, references = found
+                        if references:
+                            self.resolve_references(state, inst, references)
+                        state.append(inst)
+                        if is_root:
+                            state.roots.append(inst)
+                        pos = inst.span.end
                         continue
             q = skip_trivia(text, pos)
             if q >= n:
-                last = next(reversed(state.comp._instructions), None)
-                if last is not None and last._text and _SWALLOWED_CLOSE.search(last._text):
+                last = state.last
+                line = text[last.span.start : last.span.end] if last is not None and last.span.start >= 0 else ""
+                if _SWALLOWED_CLOSE.search(line):
                     raise self.error(
-                        last.offset,
+                        last.span.start,  # type: ignore[union-attr]
                         f"unbalanced brackets in instruction {last.name!r}: a value opened here "
                         f"runs past the '}}' of computation {state.comp.name!r}",
                     )
-                opened, _ = line_col(text, state.comp.offset)
+                opened, _ = line_col(text, state.comp.span.start)  # type: ignore[union-attr]
                 raise self.error(
                     q,
                     f"missing '}}' closing computation {state.comp.name!r} "
@@ -396,49 +402,10 @@ class _Parser:
             if text[q] == "}":
                 return pos
             inst, end = self.slow_instruction(state, q)
-            inst._lead = _intern_lead(text[pos:q])
-            inst._end = end
-            inst.offset = q
+            span = inst.span
+            span.lead = intern_lead(text[pos:q])
+            span.end = end
             pos = end
-
-    def fast_instruction(self, state: _CompState, m: re.Match[str], by_name: dict) -> HloInstruction | None:
-        """The instruction on one XLA-printed line, or None to let the careful reader decide."""
-        _, root, pct, name, shape, opcode, ops, tail = m.groups()
-        if (opcode not in OPCODES and not is_known_opcode(opcode)) or name in by_name or (shape is None and name == "ROOT"):
-            return None
-        if shape is None and _shape_required(opcode):
-            return None
-        if tail and not _tail_is_one_line(tail):
-            return None
-        if opcode in _PAYLOAD_OPCODES:
-            operands: list[HloInstruction] = []
-            payload: str | None = ops
-        else:
-            payload = None
-            if "/*" in ops:
-                ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
-            operands = []
-            if ops:
-                for ref in ops.split(", "):  # XLA's separator; anything else is not found
-                    op = by_name.get(ref[1:] if ref[:1] == "%" else ref)
-                    if op is None:
-                        return None  # the careful reader decides (and reports with a column)
-                    operands.append(op)
-        inst = HloInstruction.__new__(HloInstruction)
-        _init_parsed(inst, name, opcode, shape, operands, payload, pct == "%")
-        inst._tail_start = m.start(8)
-        if tail and _NEEDS_ATTRS.search(tail):
-            attrs = _quick_references(tail, m.start(8))
-            if attrs is None:
-                attrs, _ = split_attributes(self.text, m.start(8), m.end())
-            self.resolve_references(state, inst, attrs)
-        comp = state.comp
-        inst.parent = comp  # HloComputation._attach, inlined on the hot path
-        comp._instructions[inst] = None
-        by_name[name] = inst
-        if root:
-            state.roots.append(inst)
-        return inst
 
     def slow_instruction(self, state: _CompState, q: int) -> tuple[HloInstruction, int]:
         """Careful reader for one instruction starting at `q`."""
@@ -451,43 +418,42 @@ class _Parser:
             tok, start, end = next_token(text, end)
         if tok.endswith(":") or not tok or not IDENT.fullmatch(tok.lstrip("%")):
             raise self.error(start, "expected instruction name")
-        pct = tok.startswith("%")
         name = tok.lstrip("%")
-        if name in comp._by_name:
+        if state.lookup(name) is not None:
             raise self.error(start, f"duplicate instruction name {name!r} in computation {comp.name!r}")
         pos = self.expect(end, "=")
-        inst, pos = self.parse_instruction_rest(state, name, pct, skip_trivia(text, pos))
-        tail_start = pos
+        span = SourceSpan("", q, percent=tok.startswith("%"))
+        inst, pos = self.parse_instruction_rest(state, name, span, skip_trivia(text, pos))
+        span.tail_start = pos
         attrs, pos = split_attributes(text, pos)
-        inst._tail_start = tail_start
         seen: set[str] = set()
         for key, _, off in attrs:
             if key in seen:
                 raise self.error(off - len(key) - 1, f"duplicate attribute {key!r}")
             seen.add(key)
         self.resolve_references(state, inst, attrs)
-        comp._attach(inst)
+        state.append(inst)
         if is_root:
             state.roots.append(inst)
         return inst, pos
 
     def parse_instruction_rest(
-        self, state: _CompState, name: str, pct: bool, pos: int
+        self, state: _CompState, name: str, span: SourceSpan, pos: int
     ) -> tuple[HloInstruction, int]:
         """`shape? opcode(operands)` at `pos`; returns the new instruction and the end."""
         text = self.text
-        shape_end = self.scan_shape(pos)
+        end_of_shape = shape_end(text, pos)
         shape_text = None
-        if shape_end is not None:
-            shape_text = text[pos:shape_end]
-            pos = skip_trivia(text, shape_end)
+        if end_of_shape is not None:
+            shape_text = text[pos:end_of_shape]
+            pos = skip_trivia(text, end_of_shape)
         tok, start, end = next_token(text, pos)
         opcode = tok
         if not is_known_opcode(opcode):
-            if shape_text is None and opcode in _PRIMITIVE_NAMES:
+            if shape_text is None and opcode in PRIMITIVE_NAMES:
                 raise self.error(start, "malformed shape")
             raise self.error(start, f"unknown opcode {opcode or 'end of input'!r}")
-        if shape_text is None and _shape_required(opcode):
+        if shape_text is None and shape_required(opcode):
             raise self.error(start, f"missing result shape: XLA cannot infer the shape of {opcode!r}")
         if not text.startswith("(", end):
             raise self.error(end, f"expected '(' after opcode {opcode!r}")
@@ -496,21 +462,23 @@ class _Parser:
         operands: list[HloInstruction] = []
         refs: list[_Operand] = []
         operand_shapes = False
-        if opcode in _PAYLOAD_OPCODES:
+        if opcode in PAYLOAD_OPCODES:
             pclose = match_group(text, popen)
             payload = text[popen + 1 : pclose - 1]
-            if opcode == "parameter" and not payload.strip().isdigit():
-                raise self.error(popen + 1, "expected parameter number")
+            if opcode == "parameter":
+                try:
+                    read_parameter_number(payload)
+                except TextSyntaxError as e:
+                    raise self.error(popen + 1 + (e.offset or 0), e.message) from None
             pos = pclose
         else:
             refs, pos, operand_shapes = self.parse_operands(state, popen)
             operands = [self.resolve_operand(state, r) for r in refs]
-        inst = HloInstruction.__new__(HloInstruction)
-        _init_parsed(inst, name, opcode, shape_text, operands, payload, pct)
-        inst._operand_shapes = operand_shapes
+        span.operand_shapes = operand_shapes
+        inst = HloInstruction.from_source(name, opcode, shape_text, operands, payload, span)
         for ref in refs:
             if ref.nested is not None:
-                ref.nested.host = inst
+                ref.nested.span.host = inst
         return inst, pos
 
     def parse_operands(self, state: _CompState, popen: int) -> tuple[list[_Operand], int, bool]:
@@ -523,10 +491,10 @@ class _Parser:
             return refs, end, False
         while True:
             start = shape_start = skip_trivia(text, pos)
-            shape_end = self.scan_shape(start)
-            if shape_end is not None:
+            end_of_shape = shape_end(text, start)
+            if end_of_shape is not None:
                 with_shapes = True
-                start = skip_trivia(text, shape_end)
+                start = skip_trivia(text, end_of_shape)
             tok, tstart, tend = next_token(text, start)
             if not tok or tok in ",)" or not IDENT.fullmatch(tok.lstrip("%")) or tok.endswith(":"):
                 raise self.error(tstart, "expected operand name")
@@ -535,14 +503,14 @@ class _Parser:
                 refs.append(_Operand(nested.name, tstart, nested=nested))
             else:
                 pos = tend
-                indices: list[int] = []
-                while text.startswith("#", pos):
-                    num, nend = token_at(text, pos + 1)
-                    if not num.isdigit():
-                        raise self.error(pos + 1, "expected tuple index after '#'")
-                    indices.append(int(num))
-                    pos = nend
-                refs.append(_Operand(tok.lstrip("%"), tstart, tuple(indices)))
+                indices: tuple[int, ...] = ()
+                run = _INDEX_RUN.match(text, pos)
+                if run is not None:
+                    indices = tuple(map(int, run.group()[1:].split("#")))
+                    pos = run.end()
+                if text.startswith("#", pos):
+                    raise self.error(pos + 1, "expected a tuple index (int64) after '#'")
+                refs.append(_Operand(tok.lstrip("%"), tstart, indices))
             tok, tstart, tend = next_token(text, pos)
             if tok == ")":
                 return refs, tend, with_shapes
@@ -552,23 +520,22 @@ class _Parser:
 
     def parse_nested(self, state: _CompState, at: int, shape_at: int) -> tuple[HloInstruction, int]:
         """A nested instruction operand such as `add(f32[] parameter(0), ...)`."""
-        state.anon += 1
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.error(at, f"nested instructions go deeper than {MAX_NESTING} levels")
         tok, _ = token_at(self.text, at)
         # XLA names them `<opcode>.anon`, then `<opcode>.anon.1`, `.2`, ...
-        name = base = f"{tok}.anon"
-        k = 0
-        while name in state.comp._by_name:
-            k += 1
-            name = f"{base}.{k}"
-        inst, pos = self.parse_instruction_rest(state, name, False, shape_at)
-        inst._text = None
-        state.comp._attach(inst)
+        name = state.unique_name(f"{tok}.anon")
+        # It has no line of its own: printed inside its host's, or regenerated.
+        inst, pos = self.parse_instruction_rest(state, name, SourceSpan(percent=False), shape_at)
+        state.append(inst)
+        self.depth -= 1
         return inst, pos
 
     def resolve_operand(self, state: _CompState, ref: _Operand) -> HloInstruction:
         if ref.nested is not None:
             return ref.nested
-        base = state.comp._by_name.get(ref.name)
+        base = state.lookup(ref.name)
         if base is None:
             raise self.error(ref.offset, f"use of undefined instruction {ref.name!r}")
         if not ref.indices:
@@ -576,17 +543,21 @@ class _Parser:
         return self.compact_gte(state, base, ref.indices)
 
     def compact_gte(self, state: _CompState, base: HloInstruction, indices: tuple[int, ...]) -> HloInstruction:
-        """Expand `%t#i#j` into get-tuple-elements, shared between uses (as XLA's parser does)."""
+        """Expand `%t#i#j` into get-tuple-elements, shared between uses (as XLA's parser
+        does): `t#i` is named `t_i`, `t#i#j` is `t_i_j`, and so on."""
         current = base
-        for depth in range(1, len(indices) + 1):
-            key = (base, indices[:depth])
+        for index in indices:
+            key = (current, index)
             gte = state.compact.get(key)
             if gte is None:
-                name = base.name + "".join(f"_{i}" for i in indices[:depth])
-                gte = HloInstruction(name, "get-tuple-element", None, [current], [("index", str(indices[depth - 1]))])
-                gte.compact_gte_base = key
-                gte._percent = base._percent
-                state.comp._attach(gte)
+                name = f"{current.name}_{index}"
+                if len(name) > _MAX_COMPACT_GTE_NAME:
+                    name = f"{base.name}_gte"
+                gte = HloInstruction(state.unique_name(name), "get-tuple-element", None, [current],
+                                     [("index", str(index))])
+                gte.span = SourceSpan(percent=base.span.percent)
+                gte.span.compact_gte_base = key
+                state.append(gte)
                 state.compact[key] = gte
             current = gte
         return current
@@ -599,153 +570,30 @@ class _Parser:
         assert module is not None
         for key, raw, off in attrs:
             if key in CALLED_COMPUTATION_KEYS:
-                for cname, coff in _name_list(raw, off):
+                callees = []
+                for cname, coff in name_list(raw, off):
                     callee = module.get_computation(cname)
                     if callee is None:
                         raise self.error(coff, f"unknown computation {cname!r}")
-                    inst.called_computations = [*inst.called_computations, callee]
+                    callees.append(callee)
                     if inst.opcode == "fusion" and key == "calls":
                         callee.fusion_instruction = inst
+                inst.called_computations = [*inst.called_computations, *callees]
             elif key == "control-predecessors":
-                for pname, poff in _name_list(raw, off):
-                    pred = state.comp._by_name.get(pname)
+                # As AddControlDependencyTo: an edge named twice is one edge.
+                preds: dict[HloInstruction, None] = dict.fromkeys(inst.control_predecessors)
+                for pname, poff in name_list(raw, off):
+                    pred = state.lookup(pname)
                     if pred is None:
                         raise self.error(poff, f"unknown control predecessor {pname!r}")
-                    inst.control_predecessors = [*inst.control_predecessors, pred]
-                    pred.control_successors = [*pred.control_successors, inst]
-
-    # ----------------------------------------------------------------- shapes
-    def scan_shape(self, pos: int) -> int | None:
-        """End of the shape starting at `pos`, or None if no shape starts there."""
-        text = self.text
-        if pos >= len(text):
-            return None
-        ch = text[pos]
-        if ch == "(":
-            i = skip_trivia(text, pos + 1)
-            if text.startswith(")", i):
-                return i + 1
-            while True:
-                end = self.scan_shape(i)
-                if end is None:
-                    return None
-                tok, start, tend = next_token(text, end)
-                if tok == ")":
-                    return tend
-                if tok != ",":
-                    return None
-                i = skip_trivia(text, tend)
-        tok, end = token_at(text, pos)
-        if tok == "b" and text.startswith("(", end):
-            return match_group(text, end)
-        if tok not in _PRIMITIVE_NAMES or not text.startswith("[", end):
-            return None
-        end = match_group(text, end)
-        j = skip_trivia(text, end)
-        if text.startswith("{", j):
-            k = skip_trivia(text, j + 1)
-            if k < len(text) and (text[k].isdigit() or text[k] == ":"):
-                return match_group(text, j)
-        return end
-
-
-def _tail_is_one_line(tail: str) -> bool:
-    """True if an attribute tail is complete on its line (XLA prints one line each).
-
-    Brackets and quotes must balance; only when a raw count is off are strings masked
-    (they may hold brackets or quotes) and the count taken again.
-    """
-    if tail[0] != "," or tail[-1] in ", \t\r":
-        return False
-    if "/" in tail and ("//" in tail or "/*" in tail):
-        return False
-    if (
-        not tail.count('"') % 2
-        and tail.count("{") == tail.count("}")
-        and tail.count("'") == tail.count("\\'")  # only escaped ones, inside "..."
-    ):
-        return True
-    bare = _STRING.sub('""', tail)
-    return (
-        not bare.count('"') % 2
-        and "'" not in bare
-        and bare.count("{") == bare.count("}")
-        and bare.count("(") == bare.count(")")
-        and bare.count("[") == bare.count("]")
-    )
-
-
-def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None:
-    """Called-computation and control-predecessor attributes of a one-line tail, read with
-    two regexes before the first string; None when that is not certain (then split fully)."""
-    cut = len(tail)
-    for quote in ('"', "'"):
-        at = tail.find(quote)
-        if 0 <= at < cut:
-            cut = at
-    wanted = [m.start() for m in _NEEDS_ATTRS.finditer(tail)]
-    if wanted[-1] >= cut:
-        return None
-    head = tail[:cut]
-    found = [(m.start(2), m.group(1), m.group(2)) for m in _SIMPLE_REFERENCE.finditer(head)]
-    found += [(m.start(2), m.group(1), m.group(2)) for m in _LIST_REFERENCE.finditer(head)]
-    if len(found) != len(wanted):
-        return None
-    found.sort()
-    return [(key, raw, base + at) for at, key, raw in found]
-
-
-_NONE: tuple = ()
-
-
-def _init_parsed(
-    inst: HloInstruction,
-    name: str,
-    opcode: str,
-    shape_text: str | None,
-    operands: list[HloInstruction],
-    payload: str | None,
-    percent: bool,
-) -> None:
-    """Fill a parsed instruction's slots without the generic constructor's work."""
-    inst.name = name
-    inst.opcode = opcode
-    inst.parent = None
-    inst.operands = operands
-    inst._users = {}
-    # Edges and callees are rare: share one empty tuple until a list is needed.
-    inst.control_predecessors = _NONE
-    inst.control_successors = _NONE
-    inst.called_computations = _NONE
-    inst._shape_text = shape_text
-    inst._shape = None
-    inst._payload = payload
-    inst._attrs = None
-    inst._attr_raw = ""
-    inst._tail_start = -1
-    inst._end = -1
-    inst._lead = ""
-    inst._dirty = False
-    inst._percent = percent
-    inst._operand_shapes = False
-    inst._cache = None
-    inst.offset = -1
-    inst.compact_gte_base = None
-    inst.host = None
-    for op in operands:
-        op._users[inst] = None
-
-
-_NAME_IN_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
-
-
-def _name_list(raw: str, offset: int) -> list[tuple[str, int]]:
-    """Names in `%a`, `{%a, %b}` or `%a, %b` (comments allowed)."""
-    out = []
-    body = re.sub(r"/\*.*?\*/", lambda m: " " * len(m.group()), raw, flags=re.S)
-    for m in _NAME_IN_LIST.finditer(body):
-        out.append((m.group(1), offset + m.start()))
-    return out
+                    if pred in preds:
+                        continue
+                    preds[pred] = None
+                    if isinstance(pred.control_successors, list):
+                        pred.control_successors.append(inst)
+                    else:  # the shared empty tuple of a freshly read instruction
+                        pred.control_successors = [inst]
+                inst.control_predecessors = list(preds)
 
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))

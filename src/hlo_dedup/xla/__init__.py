@@ -29,6 +29,7 @@ class XlaUnavailableError(ImportError):
     """jax/jaxlib (the ``xla`` extra) is not installed; an ImportError so optional callers can skip."""
 
     def __init__(self, detail: str = "") -> None:
+        self.detail = detail  # what is missing, in the import system's words
         message = f"the XLA oracle needs jax and jaxlib: {INSTALL_HINT}"
         super().__init__(f"{message} ({detail})" if detail else message)
 

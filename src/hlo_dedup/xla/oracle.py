@@ -1,19 +1,18 @@
 """XLA as the oracle: its own parser/printer, module-proto conversion, and XLA:CPU execution.
 
-Parsing and printing run in-process. Compiling and running happen in a child process
-(``python -m hlo_dedup.xla.oracle``) because an XLA CHECK failure aborts the whole process and
-because the virtual CPU device count (``XLA_FLAGS``) must be fixed before jax is imported.
+The functions here call XLA in the calling process (tests use them as the oracle; the command
+reaches them through `hlo_dedup.xla.isolated`, in a child process, since an XLA CHECK
+failure aborts the process it runs in). Compiling and running always happen in a child
+process (`hlo_dedup.xla.child`, `hlo_dedup.xla.execute`), which also fixes the virtual CPU
+device count (``XLA_FLAGS``) before jax is imported.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 import pickle
 import re
 import subprocess
-import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from typing import Any
 from hlo_dedup.xla import XlaError, XlaUnavailableError
 
 try:
-    import ml_dtypes
     import numpy as np
     from jax._src.lib import xla_client as xc
 except ImportError as exc:  # the optional ``xla`` extra is missing
@@ -34,21 +32,21 @@ __all__ = [
     "RunResult",
     "compare_results",
     "module_proto_to_text",
+    "parse_text",
+    "program_shape",
     "run_module",
     "run_modules",
+    "device_layout",
     "child_device_count",
+    "signature",
     "text_to_module_proto",
     "xla_canonical_text",
     "xla_reparse_equal",
 ]
 
-# Passes that would re-partition text the SPMD partitioner already produced.
-_PARTITIONER_PASSES = "spmd-partitioning,sharding-propagation,shardy-xla"
 _HEADER_INT = re.compile(r"\b(replica_count|num_partitions)=(\d+)")
 _SDY_MESH = re.compile(r"#sdy\.mesh<\[([^\]]*)\]")
-_ENTRY_NAME = re.compile(r"^ENTRY\s+%?([^\s(]+)", re.MULTILINE)
 _STACK_FRAME_ID = re.compile(r"\s*stack_frame_id=\d+")
-_CRASH_TAIL_LINES = 30
 
 
 # --- parse / print ----------------------------------------------------------------------------
@@ -62,7 +60,8 @@ def _print_options(*, metadata: bool = True) -> Any:
     return options
 
 
-def _parse(hlo_text: str) -> Any:
+def parse_text(hlo_text: str) -> Any:
+    """XLA's HloModule of the text (its parser; no shape checks): XlaError if XLA rejects it."""
     try:
         return xc.hlo.hlo_module_from_text(hlo_text)
     except Exception as exc:  # jaxlib raises XlaRuntimeError/ValueError subclasses; keep XLA's words
@@ -71,7 +70,7 @@ def _parse(hlo_text: str) -> Any:
 
 def xla_canonical_text(hlo_text: str) -> str:
     """XLA's own parse and print of ``hlo_text`` (syntax is checked, shapes are not: that needs a compile)."""
-    return _parse(hlo_text).to_string(_print_options())
+    return parse_text(hlo_text).to_string(_print_options())
 
 
 def _comparable_print(hlo_text: str) -> list[str]:
@@ -81,7 +80,7 @@ def _comparable_print(hlo_text: str) -> list[str]:
     renumbers the tables on re-print and it carries no semantics; computations are sorted by their
     printed text because XLA may print them in a different order than it read them.
     """
-    printed = _parse(hlo_text).to_string(_print_options(metadata=False))
+    printed = parse_text(hlo_text).to_string(_print_options(metadata=False))
     header, _, body = printed.partition("\n")
     blocks = [_STACK_FRAME_ID.sub("", block.strip()) for block in body.split("\n\n") if block.strip()]
     return [header, *sorted(blocks)]
@@ -94,7 +93,22 @@ def xla_reparse_equal(a: str, b: str) -> bool:
 
 def text_to_module_proto(hlo_text: str) -> bytes:
     """Serialized ``HloModuleProto`` of the text (not the ``HloProto`` wrapper XLA dumps write)."""
-    return _parse(hlo_text).as_serialized_hlo_module_proto()
+    return parse_text(hlo_text).as_serialized_hlo_module_proto()
+
+
+def program_shape(hlo_text: str) -> Any:
+    """XLA's ProgramShape of the module: `parameter_shapes()` and `result_shape()`."""
+    return xc.XlaComputation(text_to_module_proto(hlo_text)).program_shape()
+
+
+def signature(shape: Any) -> Any:
+    """A shape's logical type, as plain data: (dtype, dims) of an array, "token", a tuple of
+    its elements' signatures. Layouts are ignored: inputs are fed as logical arrays."""
+    if shape.is_tuple():
+        return tuple(signature(s) for s in shape.tuple_shapes())
+    if shape.is_token():
+        return "token"
+    return str(shape.element_type()), tuple(shape.dimensions())
 
 
 def module_proto_to_text(proto: bytes) -> str:
@@ -145,7 +159,7 @@ def _header(hlo_text: str) -> str:
     return ""
 
 
-def _device_layout(hlo_text: str, num_devices: int | None) -> tuple[int, int]:
+def device_layout(hlo_text: str, num_devices: int | None) -> tuple[int, int]:
     """(replicas, partitions) from the module header.
 
     jax's Shardy text has no ``num_partitions`` in its header, only the mesh in the frontend
@@ -165,18 +179,6 @@ def _device_layout(hlo_text: str, num_devices: int | None) -> tuple[int, int]:
     return replicas, partitions
 
 
-def _child_env(num_devices: int) -> dict[str, str]:
-    env = dict(os.environ)
-    count_flag = "--xla_force_host_platform_device_count"
-    flags = [flag for flag in env.get("XLA_FLAGS", "").split() if not flag.startswith(count_flag)]
-    env["XLA_FLAGS"] = " ".join([*flags, f"{count_flag}={num_devices}"])
-    env["JAX_PLATFORMS"] = "cpu"
-    # The child imports this package; make that work from a source checkout too.
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
 def run_module(
     hlo_text: str,
     *,
@@ -187,7 +189,7 @@ def run_module(
 ) -> RunResult:
     """Compile and run ``hlo_text`` on XLA:CPU in a child process, feeding seeded random inputs.
 
-    Devices are ``replica_count * num_partitions`` from the header (see ``_device_layout``), or
+    Devices are ``replica_count * num_partitions`` from the header (see ``device_layout``), or
     ``num_devices`` if given. With several partitions, text carrying ``xla.sdy.`` attributes is
     partitioned by Shardy, other text by GSPMD, and text whose ENTRY is named ``*_spmd`` (already
     partitioned) runs with the partitioner passes disabled; ``spmd=True`` / ``False`` overrides that
@@ -218,7 +220,7 @@ def run_modules(
     charged to the job that was running, and the jobs after it get a fresh child. ``timeout``
     applies per job.
     """
-    layouts = [_device_layout(text, num_devices) for text, _ in jobs]
+    layouts = [device_layout(text, num_devices) for text, _ in jobs]
     devices = max((r * p for r, p in layouts), default=1)
     outcomes: list[RunResult | XlaError] = []
     while len(outcomes) < len(jobs):
@@ -229,7 +231,7 @@ def run_modules(
 
 def child_device_count(texts: Any, num_devices: int | None = None) -> int:
     """Virtual devices of the child :func:`run_modules` starts for these module texts."""
-    return max((r * p for r, p in (_device_layout(t, num_devices) for t in texts)), default=1)
+    return max((r * p for r, p in (device_layout(t, num_devices) for t in texts)), default=1)
 
 
 def _run_in_child(
@@ -240,23 +242,23 @@ def _run_in_child(
         {"text": text, "seed": seed, "replicas": r, "partitions": p, "spmd": spmd}
         for (text, seed), (r, p) in zip(jobs, layouts)
     ]
+    from hlo_dedup.xla.isolated import child_command, child_env, crash_message
+
     with tempfile.TemporaryDirectory(prefix="hlo-dedup-xla-") as tmp:
         result_dir = Path(tmp)
         crash: XlaError | None = None
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "hlo_dedup.xla.oracle", str(result_dir)],
+                child_command("run", str(result_dir)),
                 input=pickle.dumps(requests),
                 capture_output=True,
-                env=_child_env(devices),
+                env=child_env(devices),
                 timeout=timeout * len(requests),
             )
         except subprocess.TimeoutExpired:
-            crash = XlaError(f"XLA:CPU run did not finish within {timeout} s")
+            crash = XlaError(f"XLA:CPU run did not finish within {timeout:g} s")
         else:
-            stderr = proc.stderr.decode(errors="replace").strip().splitlines()
-            tail = "\n".join(stderr[-_CRASH_TAIL_LINES:])
-            crash = XlaError(f"XLA:CPU child process crashed (exit code {proc.returncode}):\n{tail}")
+            crash = XlaError(crash_message(proc.returncode, proc.stderr.decode(errors="replace")))
         outcomes: list[RunResult | XlaError] = []
         for index, ((_, seed), (r, p)) in enumerate(zip(jobs, layouts)):
             path = result_dir / f"result-{index}.pickle"
@@ -310,141 +312,3 @@ def compare_results(a: RunResult, b: RunResult) -> Comparison:
             message=f"output {index} differs: max abs diff {max_abs:.6g}, max rel diff {max_rel:.6g}",
         )
     return Comparison(True)
-
-
-# --- child process ----------------------------------------------------------------------------
-
-
-def _random_array(shape: Any, seed: int, index: int, device: int | None) -> np.ndarray:
-    """Deterministic input for one parameter (``device`` None = the global value)."""
-    if shape.is_token():
-        raise XlaError(f"entry parameter {index} is a token; the oracle cannot feed tokens")
-    if shape.is_tuple():
-        raise XlaError(f"entry parameter {index} is tuple-shaped ({shape}); the oracle feeds arrays only")
-    try:
-        dtype = np.dtype(shape.numpy_dtype())
-    except Exception as exc:
-        raise XlaError(f"entry parameter {index} has an unsupported element type ({shape}): {exc}") from None
-    dims = tuple(shape.dimensions())
-    key = f"{seed}|{index}|{dtype.name}{list(dims)}|{'global' if device is None else device}"
-    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little"))
-    if dtype == np.bool_:
-        return rng.random(dims) < 0.5
-    if dtype.kind == "c":
-        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dtype)
-    try:
-        info = ml_dtypes.iinfo(dtype)  # numpy and ml_dtypes (int4, uint2, ...) integers
-    except ValueError:
-        pass
-    else:
-        return rng.integers(max(int(info.min), -8), min(int(info.max), 7) + 1, size=dims).astype(dtype)
-    try:
-        finfo = ml_dtypes.finfo(dtype)  # numpy floats and ml_dtypes bf16/f8/f4
-    except ValueError:
-        raise XlaError(f"entry parameter {index}: no random-input rule for {dtype}") from None
-    values = rng.standard_normal(dims)
-    return (np.abs(values) if float(finfo.min) >= 0 else values).astype(dtype)
-
-
-def _execute(request: dict[str, Any]) -> dict[str, Any]:
-    import jax
-    import jaxlib
-    from jax._src.lib import lapack
-    from jax._src.sharding_impls import GSPMDSharding
-
-    jax.config.update("jax_enable_x64", True)  # else device_put silently narrows f64/s64/u64/c128 inputs
-    if not getattr(_execute, "lapack_ready", False):
-        lapack._lapack.initialize()  # LAPACK custom-calls abort without it
-        _execute.lapack_ready = True  # type: ignore[attr-defined]
-    text, seed = request["text"], request["seed"]
-    replicas, partitions = request["replicas"], request["partitions"]
-    num_devices = replicas * partitions
-    if jax.device_count() < num_devices:
-        raise XlaError(f"module needs {num_devices} devices, XLA:CPU has {jax.device_count()}")
-    devices = tuple(jax.devices()[:num_devices])
-    if request.get("spmd") is None:
-        entry = _ENTRY_NAME.search(text)
-        already_partitioned = bool(entry and entry.group(1).endswith("_spmd"))
-    else:
-        already_partitioned = not request["spmd"]
-    spmd = partitions > 1 and not already_partitioned
-
-    proto = _parse(text).as_serialized_hlo_module_proto()
-    options = xc.CompileOptions()
-    build = options.executable_build_options
-    for target in (options, build):
-        target.num_replicas = replicas
-        target.num_partitions = partitions
-    if partitions > 1:
-        build.use_spmd_partitioning = True
-        build.use_shardy_partitioner = "xla.sdy." in text
-        if already_partitioned:  # XLA:CPU wants SPMD on for num_partitions > 1; keep it from re-running
-            build.debug_options.xla_disable_hlo_passes = _PARTITIONER_PASSES
-    build.device_assignment = xc.DeviceAssignment.create(np.arange(num_devices).reshape(replicas, partitions))
-    try:
-        mlir = jaxlib._jax.mlir.hlo_to_stablehlo(proto)
-        backend = jax._src.xla_bridge.get_backend("cpu")
-        executable = backend.compile_and_load(mlir, xc.DeviceList(devices), options)
-    except Exception as exc:
-        raise XlaError(str(exc)) from None
-
-    program = xc.XlaComputation(proto).program_shape()
-    param_shapes = program.parameter_shapes()
-    result = program.result_shape()
-    result_shapes = result.tuple_shapes() if result.is_tuple() else [result]
-    replicated = GSPMDSharding.get_replicated(devices)
-    args = []
-    if spmd:
-        shardings = executable.get_parameter_shardings()
-        for index, shape in enumerate(param_shapes):
-            value = _random_array(shape, seed, index, None)
-            args.append(jax.device_put(value, GSPMDSharding(devices, shardings[index])))
-    else:
-        for index, shape in enumerate(param_shapes):
-            shards = [jax.device_put(_random_array(shape, seed, index, d), dev) for d, dev in enumerate(devices)]
-            args.append(jax.make_array_from_single_device_arrays(tuple(shape.dimensions()), replicated, shards))
-    try:
-        per_output = executable.execute_sharded(args).disassemble_into_single_device_arrays()
-        outputs = []
-        if spmd:
-            shardings = executable.get_output_shardings()
-            for shards, shape, sharding in zip(per_output, result_shapes, shardings):
-                if shape.is_token():  # a token carries no value: compare it as an empty array
-                    outputs.append(np.zeros((0,), np.uint8))
-                    continue
-                whole = jax.make_array_from_single_device_arrays(
-                    tuple(shape.dimensions()), GSPMDSharding(devices, sharding), shards
-                )
-                outputs.append(np.asarray(whole))
-        else:
-            for shards, shape in zip(per_output, result_shapes):
-                if shape.is_token():
-                    outputs.append(np.zeros((0,), np.uint8))
-                    continue
-                ordered = sorted(shards, key=lambda a: next(iter(a.devices())).id)
-                stacked = np.stack([np.asarray(a) for a in ordered])
-                outputs.append(stacked if num_devices > 1 else stacked[0])
-    except Exception as exc:
-        raise XlaError(str(exc)) from None
-    return {"outputs": outputs, "per_device": num_devices > 1 and not spmd}
-
-
-def _child_main(result_dir: str) -> None:
-    """Child side of :func:`run_modules`: requests on stdin, one reply per job pickled to
-    ``result_dir/result-<i>.pickle`` as soon as it is known (so a later crash keeps earlier replies)."""
-    requests = pickle.loads(sys.stdin.buffer.read())
-    for index, request in enumerate(requests):
-        try:
-            reply = _execute(request)
-        except XlaError as exc:
-            reply = {"error": str(exc)}
-        except Exception as exc:  # anything else jax raises still goes back as a message, not a traceback
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        path = Path(result_dir) / f"result-{index}.pickle"
-        partial = path.with_suffix(".partial")
-        partial.write_bytes(pickle.dumps(reply))
-        partial.replace(path)
-
-
-if __name__ == "__main__":
-    _child_main(sys.argv[1])

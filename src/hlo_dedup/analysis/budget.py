@@ -1,0 +1,45 @@
+"""Byte counts as users write them (``--max-peak-increase 64MiB``)."""
+
+from __future__ import annotations
+
+import re
+
+#: Binary (IEC) units are powers of 1024, decimal (SI) ones powers of 1000; `B` is a byte.
+_UNITS = {
+    "": 1, "b": 1,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+}  # fmt: skip
+_BUDGET = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*")
+
+
+def parse_budget(text: str) -> int:
+    """Bytes in `text`: ``0``, ``4096``, ``1e6``, ``512KiB``, ``64MiB``, ``1.5GiB``, ``2GB``.
+
+    Units are case-insensitive; a fractional count must come to whole bytes. Raises
+    ValueError with the accepted forms for anything else (negative counts included).
+    """
+    match = _BUDGET.fullmatch(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(
+            f"invalid byte count {text!r}: expected a non-negative number with an optional unit "
+            "B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), "
+            "e.g. 0, 1e6, 512KiB, 1.5GiB"
+        )
+    number = match.group(1)
+    scale = _UNITS[unit]
+    if re.fullmatch(r"[0-9]+", number):
+        return int(number) * scale
+    # Exact decimal arithmetic: 1.5GiB is 1610612736 bytes, not a float rounding of it.
+    mantissa, _, exponent = number.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    numerator = int((whole or "0") + fraction) * scale
+    power = int(exponent or 0) - len(fraction)
+    if power >= 0:
+        return numerator * 10**power
+    value, remainder = divmod(numerator, 10**-power)
+    if remainder:
+        raise ValueError(f"invalid byte count {text!r}: it is not a whole number of bytes")
+    return value
+

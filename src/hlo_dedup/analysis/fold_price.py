@@ -1,0 +1,449 @@
+"""The memory price of folds: how each fold changes its computation's estimated peak.
+
+A fold (kept instruction K, removed duplicate R in the same computation) re-points R's
+uses to K, after which R and the operand chain only R kept alive are deleted (the dedup
+passes end with HloDCE). Under the liveness model (`liveness`), that means: each buffer
+of R disappears and its readers read K's buffer instead, so K's buffer lives until the
+later of the two last readers; every instruction the deletion leaves without a reader
+is deleted in turn, freeing its buffers and shortening the ranges of what it read.
+
+`FoldPricer` applies folds to that model, never to the module: pricing fold i sees folds
+0..i-1 applied. Live bytes per program point sit in a range-add/range-max tree, so a fold
+costs O(log n) per buffer range it changes plus the few instructions it touches; the
+model is built once, in linear time, for each computation that gets a fold (and the
+computations it runs). A fold the budget refuses is rolled back exactly.
+
+What the model deletes is conservative: parameters, custom-calls, calls, whiles,
+conditionals, async and send/recv/infeed/outfeed/rng instructions are never deleted (XLA's
+DCE keeps the side-effecting ones; their attributes are not read here), so a chain is
+shortened at most as far as HloDCE would shorten it. Collectives are deleted in SPMD
+modules (``spmd=True``, the loader's default). With ``spmd=False`` XLA's DCE keeps every
+collective with a channel id: a removed gather then stays, read by nothing, holding its
+buffer at its own program point only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+from .buffers import Leaf
+from .liveness import ComputationLiveness, ModuleLiveness
+from .segment_tree import RangeAddMaxTree
+
+if TYPE_CHECKING:
+    from ..ir.computation import HloComputation
+    from ..ir.instruction import HloInstruction
+    from ..ir.module import HloModule
+    from .buffers import Buffer
+
+#: Never deleted by the model's DCE (side effects it cannot rule out without attributes).
+_KEPT = frozenset(
+    """parameter custom-call call while conditional send send-done recv recv-done infeed
+    outfeed rng rng-get-and-update-state all-gather-start all-gather-done all-reduce-start
+    all-reduce-done collective-permute-start collective-permute-done copy-start copy-done
+    async-start async-update async-done""".split()
+)
+_NAME = attrgetter("name")
+_COLLECTIVES = frozenset(
+    """all-gather all-reduce reduce-scatter all-to-all ragged-all-to-all collective-permute
+    collective-broadcast collective-reduce""".split()
+)
+
+
+@dataclass(frozen=True)
+class FoldPrice:
+    """What one fold does to the estimated peak of its computation."""
+
+    computation: str
+    kept: str
+    removed: str
+    live_range_extension: int  # program points K's buffer now lives past its old last reader
+    peak_bytes_before: int
+    peak_bytes_after: int
+    crosses_peak: bool  # K's buffer is live at a program point holding the new peak
+    peak_instruction: str  # the first instruction at the new peak
+    refused: bool = False  # by `FoldPricer.apply_within`: the model is as if it never happened
+
+    @property
+    def peak_increase(self) -> int:
+        return self.peak_bytes_after - self.peak_bytes_before
+
+    def to_json(self) -> dict[str, Any]:
+        # dataclasses.asdict deep-copies field by field: hundreds of folds made it show up.
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+class FoldPricer:
+    """Prices folds in order against one module's liveness model.
+
+    Build it before the pass rewrites anything and call it with each fold just before
+    the fold's ReplaceAllUsesWith: the module is only read, and the answers are the same
+    whether or not the uses of earlier removed instructions were already re-pointed. It
+    must not change otherwise (no DCE) while folds are priced. `spmd` is the module's
+    `use_spmd_partitioning`: whether HloDCE may delete collectives.
+    """
+
+    def __init__(self, module: HloModule, *, spmd: bool = True) -> None:
+        self.liveness = ModuleLiveness(module)
+        self.spmd = spmd
+        self._states: dict[HloComputation, _State] = {}
+        self._journal: list[Callable[[], None]] | None = None
+
+    # ------------------------------------------------------------------ public
+    def price(self, computation: HloComputation | str, kept: HloInstruction | str,
+              removed: HloInstruction | str) -> FoldPrice:
+        """The price of a fold given the folds applied so far; the model stays as it was."""
+        return self._run(computation, kept, removed, budget=None, commit=False)
+
+    def apply(self, computation: HloComputation | str, kept: HloInstruction | str,
+              removed: HloInstruction | str) -> FoldPrice:
+        """Apply a fold to the model and return its price."""
+        return self._run(computation, kept, removed, budget=None, commit=True)
+
+    def apply_within(self, computation: HloComputation | str, kept: HloInstruction | str,
+                     removed: HloInstruction | str, budget: int) -> FoldPrice:
+        """Apply a fold unless it raises its computation's peak by more than `budget`
+        bytes; a refused fold (``refused=True``) leaves the model untouched."""
+        return self._run(computation, kept, removed, budget=budget, commit=True)
+
+    def peak_bytes(self, computation: HloComputation | str) -> int:
+        """The computation's estimated peak with the folds applied so far."""
+        return self._state(self.liveness.computation(computation).computation).tree.peak()
+
+    def live_bytes(self, computation: HloComputation | str) -> list[int]:
+        """Live bytes per program point with the folds applied so far (O(n))."""
+        return self._state(self.liveness.computation(computation).computation).tree.values()
+
+    # ---------------------------------------------------------------- internals
+    def _run(self, computation: HloComputation | str, kept: HloInstruction | str,
+             removed: HloInstruction | str, *, budget: int | None, commit: bool) -> FoldPrice:
+        state = self._state(self.liveness.computation(computation).computation)
+        k = state.instruction(kept)
+        r = state.instruction(removed)
+        self._journal = []
+        try:
+            price = self._fold(state, k, r)
+            if budget is not None and price.peak_increase > budget:
+                self._rollback()
+                return replace(price, refused=True)
+            if not commit:
+                self._rollback()
+            return price
+        except BaseException:
+            self._rollback()
+            raise
+        finally:
+            self._journal = None
+
+    def _rollback(self) -> None:
+        journal = self._journal or []
+        while journal:
+            journal.pop()()
+
+    def _state(self, comp: HloComputation) -> _State:
+        state = self._states.get(comp)
+        if state is None:
+            state = self._states[comp] = _State(self, self.liveness.computation(comp))
+        return state
+
+    def contribution(self, comp: HloComputation) -> int:
+        """Nested bytes `comp` adds at its call sites, with the folds applied so far."""
+        state = self._states.get(comp)
+        if state is None:
+            return self.liveness.nested_bytes(comp)
+        return max(0, state.nested.peak()) if state.nested is not None else 0
+
+    def _fold(self, state: _State, k: HloInstruction, r: HloInstruction) -> FoldPrice:
+        cl = state.cl
+        if k is r or k in state.deleted or r in state.deleted:
+            raise ValueError(f"cannot fold {r.name} onto {k.name}: one of them is already folded away")
+        if state.pos(k) > state.pos(r):
+            raise ValueError(f"cannot fold {r.name} onto {k.name}: the kept instruction comes later")
+        removed_buffers = cl.leaves_of(r)
+        if cl.own_buffers(r) != removed_buffers:
+            raise ValueError(f"{r.name} aliases another instruction's buffers; only folds of "
+                             "instructions that define their value are priced")
+        kept_buffers = [state.find(b) for b in cl.leaves_of(k)]
+        if len(kept_buffers) != len(removed_buffers):
+            raise ValueError(f"{k.name} and {r.name} have different tuple structures")
+        before = state.tree.peak()
+        extension = 0
+        for kb, rb in zip(kept_buffers, removed_buffers):
+            if rb in state.results:
+                state.replace_result(rb, kb)
+            r_end = state.end(rb)
+            state.free(rb)
+            self.set_item(state.forward, rb, kb)
+            self.append(state.merged(kb), rb)
+            if not state.is_static(kb):
+                k_end = state.end(kb)
+                if r_end > k_end:
+                    state.set_end(kb, r_end)
+                    extension = max(extension, r_end - k_end)
+        self.set_item(state.replaced, r, k)
+        self.append(state.absorbed_by(k), r)
+        if state.root is r:
+            self.set_attr(state, "root", k)
+        if self.spmd or r.opcode not in _COLLECTIVES:  # the pass's DCE deletes R
+            state.delete(r)
+        else:  # R stays, read by nothing: its buffer only at its own program point
+            for rb in removed_buffers:
+                state.add(state.pos(r), state.pos(r), cl.size_of(rb))
+        self._propagate(state.cl.computation)
+        after = state.tree.peak()
+        crosses = any(state.is_static(b) or state.tree.max(state.start(b), state.end(b)) == after
+                      for b in kept_buffers)
+        peak_at = cl.instructions[state.tree.argmax()].name
+        return FoldPrice(cl.computation.name, k.name, r.name, extension, before, after, crosses, peak_at)
+
+    def _propagate(self, comp: HloComputation) -> None:
+        """A callee's nested bytes changed: update every analysed call site above it."""
+        for caller, inst in self.liveness.call_sites.get(comp, ()):
+            state = self._states.get(caller)
+            if state is not None and state.update_site(inst):
+                self._propagate(caller)
+
+    def removable(self, inst: HloInstruction) -> bool:
+        op = inst.opcode
+        if op in _KEPT or op.endswith(("-start", "-done", "-update")):
+            return False
+        return self.spmd or op not in _COLLECTIVES
+
+    # Journalled edits: each records how to undo itself while a fold is being applied.
+    def tree_add(self, tree: RangeAddMaxTree, lo: int, hi: int, delta: int) -> None:
+        if hi < lo or delta == 0:
+            return
+        tree.add(lo, hi, delta)
+        self._journal.append(lambda: tree.add(lo, hi, -delta))
+
+    def set_item(self, container, key, value) -> None:
+        if isinstance(container, dict) and key not in container:
+            self._journal.append(lambda: container.pop(key))
+        else:
+            old = container[key]
+            self._journal.append(lambda: container.__setitem__(key, old))
+        container[key] = value
+
+    def add(self, container: set, item) -> None:
+        if item not in container:
+            container.add(item)
+            self._journal.append(lambda: container.discard(item))
+
+    def discard(self, container: set, item) -> None:
+        if item in container:
+            container.discard(item)
+            self._journal.append(lambda: container.add(item))
+
+    def append(self, container: list, item) -> None:
+        container.append(item)
+        self._journal.append(container.pop)
+
+    def set_attr(self, obj, name: str, value) -> None:
+        old = getattr(obj, name)
+        setattr(obj, name, value)
+        self._journal.append(lambda: setattr(obj, name, old))
+
+
+class _State:
+    """The mutable model of one computation: live bytes, buffer ends, what is gone."""
+
+    def __init__(self, pricer: FoldPricer, cl: ComputationLiveness) -> None:
+        self.pricer = pricer
+        self.cl = cl
+        self.n = len(cl.instructions)
+        self.ends = list(cl.ends)
+        self.leaf_ends = dict(cl.leaf_ends)
+        self.forward: dict[Buffer, Buffer] = {}  # a removed buffer -> the kept one
+        self._merged: dict[Buffer, list[Buffer]] = {}  # a kept buffer -> removed ones
+        self.replaced: dict[HloInstruction, HloInstruction] = {}  # removed -> kept
+        self._absorbed: dict[HloInstruction, list[HloInstruction]] = {}  # kept -> removed
+        self.deleted: set[HloInstruction] = set()
+        self.freed: set[Buffer] = set()
+        self.root = cl.computation.root
+        self._names: dict[str, HloInstruction] | None = None
+        self.sites: dict[int, int] = dict(cl.nested)
+        self.tree = RangeAddMaxTree(cl.live_bytes or [0])
+        # What this computation adds at its call sites, point by point (none for the entry).
+        self.results = cl.result_buffers()
+        self.nested: RangeAddMaxTree | None = None
+        if cl.computation is not pricer.liveness.module.entry:
+            self.nested = RangeAddMaxTree(cl.nested_profile(cl.live_bytes, self.results) or [0])
+        for p, value in cl.nested.items():  # callees may have folds priced already
+            now = self.site_value(cl.instructions[p])
+            if now != value:
+                self.tree.add(p, p, now - value)
+                if self.nested is not None:
+                    self.nested.add(p, p, now - value)
+                self.sites[p] = now
+
+    # ----------------------------------------------------------------- lookup
+    def instruction(self, ref: HloInstruction | str) -> HloInstruction:
+        if not isinstance(ref, str):
+            if ref not in self.cl.position:
+                raise ValueError(f"{ref.name} is not in computation {self.cl.computation.name}")
+            return ref
+        if self._names is None:
+            self._names = dict(zip(map(_NAME, self.cl.instructions), self.cl.instructions))
+        found = self._names.get(ref)
+        if found is None:
+            raise ValueError(f"no instruction {ref!r} in computation {self.cl.computation.name}")
+        return found
+
+    def pos(self, inst: HloInstruction) -> int:
+        return self.cl.position[inst]
+
+    def find(self, b: Buffer) -> Buffer:
+        forward = self.forward
+        while b in forward:
+            b = forward[b]
+        return b
+
+    def merged(self, b: Buffer) -> list[Buffer]:
+        found = self._merged.get(b)
+        if found is None:
+            found = self._merged[b] = []
+        return found
+
+    def absorbed_by(self, inst: HloInstruction) -> list[HloInstruction]:
+        found = self._absorbed.get(inst)
+        if found is None:
+            found = self._absorbed[inst] = []
+        return found
+
+    def is_static(self, b: Buffer) -> bool:
+        return b in self.cl.static
+
+    def start(self, b: Buffer) -> int:
+        return self.cl.start_of(b)
+
+    def end(self, b: Buffer) -> int:
+        if b in self.cl.static:
+            return self.n - 1
+        if type(b) is Leaf:
+            return self.leaf_ends[b]
+        return self.ends[self.cl.position[b]]
+
+    # ---------------------------------------------------------------- editing
+    def add(self, lo: int, hi: int, delta: int) -> None:
+        """Live bytes change on [lo, hi] (in both profiles)."""
+        self.pricer.tree_add(self.tree, lo, hi, delta)
+        if self.nested is not None:
+            self.pricer.tree_add(self.nested, lo, hi, delta)
+
+    def replace_result(self, removed: Buffer, kept: Buffer) -> None:
+        """A result buffer of the root is now another one: the caller holds that instead."""
+        pricer = self.pricer
+        end = self.n - 1
+        if self.nested is not None:
+            pricer.tree_add(self.nested, self.start(removed), end, self.cl.size_of(removed))
+        pricer.discard(self.results, removed)
+        if kept not in self.results:
+            pricer.add(self.results, kept)
+            if self.nested is not None:
+                pricer.tree_add(self.nested, self.start(kept), end, -self.cl.size_of(kept))
+
+    def set_end(self, b: Buffer, end: int) -> None:
+        """Move a (non-static) buffer's last point, adding or removing its bytes."""
+        old = self.end(b)
+        size = self.cl.size_of(b)
+        pricer = self.pricer
+        if end > old:
+            self.add(old + 1, end, size)
+        else:
+            self.add(end + 1, old, -size)
+        if type(b) is Leaf:
+            pricer.set_item(self.leaf_ends, b, end)
+        else:
+            pricer.set_item(self.ends, self.cl.position[b], end)
+
+    def free(self, b: Buffer) -> None:
+        """The buffer is gone: its bytes leave every point of its range."""
+        if b in self.freed:
+            return
+        self.add(self.start(b), self.end(b), -self.cl.size_of(b))
+        self.pricer.add(self.freed, b)
+
+    def delete(self, inst: HloInstruction) -> None:
+        """Delete `inst` and then every operand left without a reader (HloDCE)."""
+        pricer = self.pricer
+        stack = [inst]
+        while stack:
+            d = stack.pop()
+            pricer.add(self.deleted, d)
+            for b in self.cl.own_buffers(d):
+                if b not in self.forward:
+                    self.free(b)
+            p = self.pos(d)
+            for b in {self.find(x) for x in self.cl.reads(d)}:
+                if b not in self.freed and not self.is_static(b) and self.end(b) == p:
+                    self.set_end(b, self.last_reader(b))
+            for o in dict.fromkeys(self.current(o) for o in d.operands):
+                if o not in self.deleted and o is not self.root and pricer.removable(o) and not self.alive(o):
+                    stack.append(o)
+
+    def current(self, inst: HloInstruction) -> HloInstruction:
+        """What a (possibly removed) operand stands for now."""
+        while inst in self.replaced:
+            inst = self.replaced[inst]
+        return inst
+
+    # ---------------------------------------------------------------- readers
+    def alive(self, inst: HloInstruction) -> bool:
+        """Some instruction not deleted still reads `inst`'s value (or a value folded into it)."""
+        pending = [inst]
+        while pending:
+            x = pending.pop()
+            if any(u not in self.deleted for u in x.users):
+                return True
+            pending.extend(self._absorbed.get(x, ()))
+        return False
+
+    def last_reader(self, b: Buffer) -> int:
+        """The last program point reading `b` now: its readers through every instruction
+        whose value holds it, the root's end, or else its own definition."""
+        cl = self.cl
+        last = self.start(b)
+        if self.root is not None and any(self.find(x) is b for x in cl.leaves_of(self.root)):
+            return self.n - 1
+        origins = [b, *self._all_merged(b)]
+        holders = [x.instruction if type(x) is Leaf else x for x in origins]
+        seen = set(holders)
+        while holders:
+            h = holders.pop()
+            for u in h.users:
+                if u in self.deleted or u in seen:
+                    continue
+                if not any(self.find(x) is b for x in cl.reads(u)):
+                    continue
+                last = max(last, self.pos(u))
+                if u in cl.leaves and any(self.find(x) is b for x in cl.leaves[u]):
+                    seen.add(u)
+                    holders.append(u)
+        return last
+
+    def _all_merged(self, b: Buffer) -> list[Buffer]:
+        out = []
+        pending = list(self._merged.get(b, ()))
+        while pending:
+            x = pending.pop()
+            out.append(x)
+            pending.extend(self._merged.get(x, ()))
+        return out
+
+    # ------------------------------------------------------------ call sites
+    def site_value(self, inst: HloInstruction) -> int:
+        return max((self.pricer.contribution(c) for c in inst.called_computations), default=0)
+
+    def update_site(self, inst: HloInstruction) -> bool:
+        """Re-read the nested bytes at a call site; True if they changed."""
+        p = self.pos(inst)
+        now = self.site_value(inst)
+        old = self.sites.get(p, 0)
+        if now == old:
+            return False
+        self.add(p, p, now - old)
+        self.pricer.set_item(self.sites, p, now)
+        return True

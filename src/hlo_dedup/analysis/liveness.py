@@ -1,0 +1,461 @@
+"""Buffer liveness of HLO computations under their instruction order.
+
+Folding a backward re-gather onto the forward gather undoes ``jax.checkpoint``: the kept
+gather's buffer now lives from the forward pass into the backward pass. Pricing that
+needs an estimate of the live bytes at every program point. This module is that
+estimate; `fold_price` keeps it up to date as folds are applied. The model follows XLA's
+HloDataflowAnalysis (which instruction defines which value) and HloLiveRange (how long a
+value lives), simplified where XLA's answer depends on the backend:
+
+Schedule
+    The instruction order of a computation is its schedule: exactly XLA's sequence when
+    the module has ``is_scheduled=true``; otherwise the text order, which is a valid
+    order (XLA prints post order) but not necessarily the one XLA would schedule. An
+    instruction a pass appended after its users (the preprocess-kernel pass's clones)
+    is placed right before its first user, as the printer writes it. An instruction
+    written without a shape that cannot be inferred (XLA's text allows omitting it)
+    counts 0 bytes and is listed in ``unsized``.
+
+What allocates and what aliases
+    See `buffers`: XLA's dataflow rules (tuple, get-tuple-element, bitcast, opt-barrier,
+    while and the async pairs alias; everything else allocates); parameters and constants
+    are static, live at every program point.
+
+Live ranges
+    A buffer is live from its defining instruction to its last reader, both inclusive
+    (at an instruction its operands and its result coexist). An instruction reads every
+    leaf of every operand, except ``get-tuple-element``, which reads only its element.
+    Aliasing instructions are readers too, so a buffer lives as long as any alias of it
+    is read. Root leaves live to the end. A buffer nothing reads lives at its definition
+    only. Static buffers live throughout.
+
+Called computations
+    * ``fusion`` bodies and the scalar computations of ``reduce``, ``sort``, ``scatter``,
+      ``map``, collectives, ... are not separate buffers (XLA emits them as loops over
+      the fusion's output); only the calling instruction's result counts.
+    * ``while`` (body and condition), ``conditional`` (branches), ``call`` and
+      ``async-start`` run the callee at the call point: its *nested* bytes, the largest
+      over the callees of ``max over t of (live(t) - parameter bytes - bytes of the
+      root's own buffers live at t)``, are added at that program point. Parameters
+      alias the caller's operands, and the root's buffers are the result the caller
+      holds at that point (for ``while``, the loop state XLA colocates them with), so
+      neither is counted twice.
+
+Output per computation: every buffer's live range, the live bytes at every program point,
+the peak and its first program point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import accumulate
+from operator import sub
+from typing import TYPE_CHECKING
+
+from .buffers import (
+    DEFINE,
+    GTE,
+    STATIC,
+    Buffer,
+    Leaf,
+    ShapeInfo,
+    alias_leaves,
+    array_bytes,
+    kind_of,
+    leaf_indices,
+    new_leaves,
+    runs_callee,
+)
+
+if TYPE_CHECKING:
+    from ..ir.computation import HloComputation
+    from ..ir.instruction import HloInstruction
+    from ..ir.module import HloModule
+    from ..ir.shape import Shape
+
+# Opcode classes of the build loop: 0 is a plain definer.
+STATIC_CODE = 1  # parameter, constant
+SPECIAL_CODE = 2  # visited one by one: aliases, calls
+
+@dataclass(frozen=True)
+class BufferRange:
+    """One buffer's live range in program points of its computation (both inclusive)."""
+
+    instruction: str
+    index: tuple[int, ...]  # shape index of the leaf, () for an array
+    bytes: int
+    start: int
+    end: int
+    static: bool  # a parameter or constant: live throughout
+
+
+class ComputationLiveness:
+    """Liveness of one computation: buffers, their live ranges, live bytes per point.
+
+    Built in linear time by one loop over the instructions (program points, each
+    operand's last reader, plain buffer sizes), a visit of each instruction that is not
+    a plain array definer (aliases, tuples, parameters, constants, calls), and a prefix
+    sum of bytes defined minus bytes whose range ended. On a million instructions every
+    pass over the instruction objects costs a visible share of parsing, so there is one.
+    """
+
+    def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation) -> None:
+        self.computation = computation
+        insts = computation.instructions
+        try:
+            special = self._scan(insts, module_liveness)
+        except KeyError:
+            # A pass appended instructions after their users (the preprocess-kernel pass's
+            # clones): place each right before its first user, as the printer writes it.
+            insts = definition_order(computation.name, insts)
+            special = self._scan(insts, module_liveness)
+        self.instructions = insts
+        n = len(insts)
+        # Everything else: the buffers its value lives in, and the ones it defines.
+        self.leaves: dict[HloInstruction, tuple[Buffer, ...]] = {}
+        self.defines: dict[HloInstruction, tuple[Leaf, ...]] = {}
+        self.leaf_ends: dict[Leaf, int] = {}
+        self.element_readers: set[HloInstruction] = set()  # get-tuple-elements
+        self.nested: dict[int, int] = {}  # program point -> nested bytes of its callees
+        for p in special:
+            self._classify(insts[p], p, module_liveness)
+        for inst in self.leaves:
+            self._extend_through(inst)
+        root = computation.root
+        for b in self.leaves_of(root) if root is not None else ():
+            self._extend(b, n - 1)
+        self.live_bytes: list[int] = self._profile()
+
+    # ----------------------------------------------------------------- building
+    def _scan(self, insts: list[HloInstruction], ml: ModuleLiveness) -> list[int]:
+        """The one loop over all instructions: program points, each operand's last reader,
+        plain buffer sizes, static bytes. Returns the points to visit one by one; raises
+        KeyError when an operand comes later in `insts`."""
+        n = len(insts)
+        self.position: dict[HloInstruction, int] = {}
+        # A plain definer (array-shaped, not an alias, not static) is its own buffer:
+        # its bytes and last program point are kept by program point.
+        self.sizes: list[int] = [0] * n
+        self.ends: list[int] = list(range(n))  # nothing reads it: live at its definition
+        self.static: set[Buffer] = set()  # parameters and constants: live throughout
+        self.unsized: list[HloInstruction] = []  # written without a shape, not inferable: 0 bytes
+        special: list[int] = []
+        static_bytes = 0
+        position, sizes, ends, static = self.position, self.sizes, self.ends, self.static
+        plain_size, opcode_code = ml.plain_size, ml.opcode_code
+        for p, inst in enumerate(insts):
+            position[inst] = p
+            for o in inst.operands:
+                ends[position[o]] = p
+            try:
+                shape = inst.shape
+            except ValueError:
+                self.unsized.append(inst)
+                continue
+            size = plain_size.get(id(shape))
+            if size is None:
+                size = ml.learn_shape(shape)
+            code = opcode_code.get(inst.opcode)
+            if code is None:
+                code = ml.learn_opcode(inst.opcode)
+            if code or size < 0:
+                if code == STATIC_CODE and size >= 0:  # array parameter or constant
+                    static.add(inst)
+                    static_bytes += size
+                else:
+                    special.append(p)
+            else:
+                sizes[p] = size
+        self.static_bytes = static_bytes
+        return special
+
+    def _classify(self, inst: HloInstruction, p: int, ml: ModuleLiveness) -> None:
+        """Leaves and own buffers of an instruction that is not a plain definer."""
+        code, arg = kind_of(inst.opcode)
+        try:
+            info = ml.shape_info(inst.shape)
+            found = None if code <= STATIC else alias_leaves(inst, code, arg, info, ml.shape_info, self.leaves_of)
+        except ValueError:  # an operand's shape is unknown (see `unsized`)
+            self.unsized.append(inst)
+            return
+        if runs_callee(inst.opcode) and inst.called_computations:
+            self.nested[p] = ml.nested_bytes_of(inst, self.computation)
+        if code <= STATIC:  # array parameters and constants never come here
+            if info.leaf_sizes is None:  # an array-shaped call: a plain definer
+                self.sizes[p] = info.size
+                return
+            own = new_leaves(inst, info, range(len(info.leaf_sizes)))
+            self.leaves[inst] = self.defines[inst] = own
+            for b in own:
+                if code == STATIC:
+                    self.static.add(b)
+                    self.static_bytes += b.size
+                else:
+                    self.leaf_ends[b] = p
+            return
+        if found is None:  # the aliasing rule does not fit this shape: a plain definer
+            self.sizes[p] = info.size
+            return
+        self.leaves[inst] = found
+        own = tuple(b for b in found if type(b) is Leaf and b.instruction is inst)
+        if own:
+            self.defines[inst] = own
+            for b in own:
+                self.leaf_ends[b] = p
+        elif code == GTE:
+            self.element_readers.add(inst)
+
+    def _extend_through(self, inst: HloInstruction) -> None:
+        """Readers of an alias's (or tuple definer's) value keep its buffers live.
+
+        A get-tuple-element reads its element where it stands; every other user reads
+        all leaves; get-tuple-element users are aliases themselves, handled in turn."""
+        leaves = self.leaves[inst]
+        if not leaves:
+            return
+        position = self.position
+        element_readers = self.element_readers
+        end = position[inst] if inst in element_readers else -1
+        for user in inst.users:
+            if user not in element_readers:
+                q = position[user]
+                if q > end:
+                    end = q
+        if end >= 0:
+            for b in leaves:
+                self._extend(b, end)
+
+    def _extend(self, b: Buffer, end: int) -> None:
+        if type(b) is Leaf:
+            if b in self.leaf_ends and self.leaf_ends[b] < end:
+                self.leaf_ends[b] = end
+        elif b not in self.static:
+            p = self.position[b]
+            if self.ends[p] < end:
+                self.ends[p] = end
+
+    def _profile(self) -> list[int]:
+        """Live bytes per point: prefix sum of bytes defined minus bytes whose range ended."""
+        n = len(self.instructions)
+        if n == 0:
+            return []
+        ended = [0] * (n + 1)
+        for end, size in zip(self.ends, self.sizes):
+            ended[end + 1] += size
+        starts = list(self.sizes)
+        position = self.position
+        for b, end in self.leaf_ends.items():
+            starts[position[b.instruction]] += b.size
+            ended[end + 1] += b.size
+        starts[0] += self.static_bytes
+        live = list(map(sub, accumulate(starts), accumulate(ended)))
+        for p, extra in self.nested.items():
+            live[p] += extra
+        return live
+
+    # ------------------------------------------------------------------ buffers
+    def leaves_of(self, inst: HloInstruction) -> tuple[Buffer, ...]:
+        """The buffers an instruction's value lives in, depth-first by leaf."""
+        found = self.leaves.get(inst)
+        return (inst,) if found is None else found
+
+    def own_buffers(self, inst: HloInstruction) -> tuple[Buffer, ...]:
+        """The buffers `inst` defines (empty for a pure alias)."""
+        if inst not in self.leaves:
+            return (inst,)
+        return self.defines.get(inst, ())
+
+    def reads(self, inst: HloInstruction) -> Iterator[Buffer]:
+        """The buffers `inst` reads: every operand leaf, a get-tuple-element its element."""
+        if inst in self.element_readers:
+            yield from self.leaves[inst]
+            return
+        for o in inst.operands:
+            yield from self.leaves_of(o)
+
+    def size_of(self, b: Buffer) -> int:
+        if type(b) is Leaf:
+            return b.size
+        if b in self.static:
+            return array_bytes(b.shape)
+        return self.sizes[self.position[b]]
+
+    def start_of(self, b: Buffer) -> int:
+        if b in self.static:
+            return 0
+        return self.position[b.instruction if type(b) is Leaf else b]
+
+    def end_of(self, b: Buffer) -> int:
+        """The buffer's last program point (its last reader, the end, or its definition)."""
+        if b in self.static:
+            return len(self.instructions) - 1
+        if type(b) is Leaf:
+            return self.leaf_ends[b]
+        return self.ends[self.position[b]]
+
+    # ---------------------------------------------------------------- results
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.live_bytes) if self.live_bytes else 0
+
+    @property
+    def peak_position(self) -> int:
+        """The first program point where the live bytes reach the peak (-1 if empty)."""
+        live = self.live_bytes
+        return live.index(max(live)) if live else -1
+
+    @property
+    def peak_instruction(self) -> HloInstruction | None:
+        p = self.peak_position
+        return self.instructions[p] if p >= 0 else None
+
+    def parameter_bytes(self) -> int:
+        return sum(self.size_of(b) for p in self.computation.parameters for b in self.leaves_of(p))
+
+    def result_buffers(self, root: HloInstruction | None = None) -> set[Buffer]:
+        """The root's buffers that are not parameters: what a caller receives as its result."""
+        root = self.computation.root if root is None else root
+        if root is None:
+            return set()
+        params = {b for p in self.computation.parameters for b in self.leaves_of(p)}
+        return set(self.leaves_of(root)) - params
+
+    def nested_profile(self, live: list[int], results: set[Buffer]) -> list[int]:
+        """`live` minus the parameters and the result buffers live at each point: what
+        running this computation adds on top of its caller, point by point."""
+        steps = [0] * (len(live) + 1)
+        for b in results:
+            steps[self.start_of(b)] += self.size_of(b)
+        base = self.parameter_bytes()
+        return [v - base - r for v, r in zip(live, accumulate(steps))]
+
+    def buffers(self) -> list[BufferRange]:
+        """Every buffer of the computation with its live range, in definition order."""
+        out = []
+        for inst in self.instructions:
+            own = self.own_buffers(inst)
+            indices = leaf_indices(inst.shape) if own and type(own[0]) is Leaf else [()]
+            for b in own:
+                index = indices[b.index] if type(b) is Leaf else ()
+                out.append(BufferRange(inst.name, index, self.size_of(b), self.start_of(b),
+                                       self.end_of(b), b in self.static))
+        return out
+
+
+def definition_order(name: str, insts: list[HloInstruction]) -> list[HloInstruction]:
+    """`insts` with every instruction moved after its operands, otherwise in order."""
+    members = set(insts)
+    placed: set[HloInstruction] = set()
+    order: list[HloInstruction] = []
+    for start in insts:
+        if start in placed:
+            continue
+        stack = [(start, iter(start.operands))]
+        visiting = {start}
+        while stack:
+            node, operands = stack[-1]
+            for o in operands:
+                if o not in placed:
+                    if o in visiting or o not in members:
+                        raise ValueError(f"{name}: {o.name} is part of a cycle or not in this computation")
+                    visiting.add(o)
+                    stack.append((o, iter(o.operands)))
+                    break
+            else:
+                stack.pop()
+                visiting.discard(node)
+                placed.add(node)
+                order.append(node)
+    return order
+
+
+class ModuleLiveness:
+    """Liveness of a module's computations, each analysed on first request.
+
+    `computation(c)` analyses `c` and, through its while/conditional/call/async call
+    sites, the computations it runs; fusion bodies and scalar computations are never
+    analysed. The module must not change while this object is in use.
+    """
+
+    def __init__(self, module: HloModule) -> None:
+        self.module = module
+        self._computations: dict[HloComputation, ComputationLiveness] = {}
+        self.call_sites: dict[HloComputation, list[tuple[HloComputation, HloInstruction]]] = {}
+        # Per Shape object (parsed shapes are shared objects, so there are few): its
+        # bytes as a plain buffer, -1 if tuple-shaped. Keyed by id(); `_shapes` keeps
+        # the objects alive so an id is never reused while this analysis exists.
+        self.plain_size: dict[int, int] = {}
+        self._shapes: dict[int, ShapeInfo] = {}
+        # Per opcode: 0 for a plain definer, STATIC_CODE for parameter and constant,
+        # SPECIAL_CODE for anything else the build visits one by one.
+        self.opcode_code: dict[str, int] = {}
+
+    def learn_shape(self, shape: Shape) -> int:
+        info = self.shape_info(shape)
+        size = self.plain_size[id(shape)] = -1 if info.leaf_sizes is not None else info.size
+        return size
+
+    def shape_info(self, shape: Shape) -> ShapeInfo:
+        info = self._shapes.get(id(shape))
+        if info is None or info.shape is not shape:
+            info = self._shapes[id(shape)] = ShapeInfo(shape)
+        return info
+
+    def learn_opcode(self, opcode: str) -> int:
+        kind = kind_of(opcode)[0]
+        if kind == STATIC:
+            code = STATIC_CODE
+        elif kind != DEFINE or runs_callee(opcode):
+            code = SPECIAL_CODE
+        else:
+            code = 0
+        self.opcode_code[opcode] = code
+        return code
+
+    def computation(self, computation: HloComputation | str) -> ComputationLiveness:
+        comp = self._resolve(computation)
+        found = self._computations.get(comp)
+        if found is None:
+            found = self._computations[comp] = ComputationLiveness(self, comp)
+        return found
+
+    def _resolve(self, computation: HloComputation | str) -> HloComputation:
+        if not isinstance(computation, str):
+            return computation
+        for comp in self.module.computations:
+            if comp.name == computation:
+                return comp
+        raise KeyError(f"no computation named {computation!r}")
+
+    def nested_bytes(self, computation: HloComputation) -> int:
+        """What running `computation` adds on top of its caller at the call point."""
+        c = self.computation(computation)
+        return max(0, max(c.nested_profile(c.live_bytes, c.result_buffers()), default=0))
+
+    def nested_bytes_of(self, inst: HloInstruction, caller: HloComputation) -> int:
+        """Nested bytes at a while/conditional/call/async call site (records the site)."""
+        best = 0
+        for callee in inst.called_computations:
+            self.call_sites.setdefault(callee, []).append((caller, inst))
+            best = max(best, self.nested_bytes(callee))
+        return best
+
+    @property
+    def peak_bytes(self) -> int:
+        """The entry computation's peak (nested computations included)."""
+        if self.module.entry is None:
+            return 0
+        return self.computation(self.module.entry).peak_bytes
+
+    def analysed(self) -> list[ComputationLiveness]:
+        """Every computation analysed so far, after analysing the entry: at least the entry
+        and every computation it runs (while, conditional, call, async)."""
+        if self.module.entry is not None:
+            self.computation(self.module.entry)
+        return list(self._computations.values())
+
+
+def analyze(module: HloModule) -> ModuleLiveness:
+    """Liveness for `module` (computations are analysed when first asked for)."""
+    return ModuleLiveness(module)

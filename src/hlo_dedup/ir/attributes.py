@@ -1,0 +1,370 @@
+"""Typed decoding of an instruction's raw attribute values, done on first access.
+
+The IR keeps attributes as the text it was read from (XLA keeps a backend config as its
+raw string the same way) and decodes a value only when a pass asks for it. Each decoder
+reads exactly the syntax XLA's parser accepts for that attribute (whitespace and comments
+between tokens included) and raises HloParseError located at the offending character, as
+a parse error would be, because a bad value is only discovered when a pass first reads it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..syntax.cursor import TextCursor, TextSyntaxError
+from ..syntax.errors import HloParseError
+from ..syntax.escape import c_unescape
+from ..syntax.lexer import ScanError, attribute_value_end, split_attributes
+from .metadata import OpMetadata
+from .replica_groups import ReplicaGroups
+from .shape_inference import infer_shape
+from .shape_reader import parse_shape
+
+if TYPE_CHECKING:
+    from .instruction import HloInstruction
+    from .shape import Shape
+
+# Values that need no scanner: a word, an int list, a list of int lists, an iota device
+# list; each must be followed by the next `, key=` or the end.
+_PLAIN_VALUE = re.compile(
+    r"(?:[\w.\-]+|\{[\d,]*\}|\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?)"
+    r"(?=, [A-Za-z_][\w.\-]*=|$)"
+)
+_VALUE_START = re.compile(r"[^\s/,]")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', re.S)
+
+
+# ------------------------------------------------------------------------ locations
+def _location(inst: HloInstruction, key: str | None, offset: int) -> tuple[str, int, int]:
+    """File, line and column of character `offset` of attribute `key`'s raw value (of the
+    instruction itself when `key` is None or the value is not in the source any more)."""
+    module = inst.module
+    source = module.source if module is not None else None
+    if source is None:
+        return (module.filename if module is not None else "<string>"), 0, 0
+    at = _value_offset(inst, key) if key is not None else None
+    if at is None:
+        written_in = _written_in(inst)
+        if written_in is None:  # made by a pass from nothing in the text: its computation
+            comp = inst.parent
+            at = comp.span.start if comp is not None and comp.span is not None else 0
+        else:  # the opcode, if the line is still as written (after ` = `: names hold no `(`)
+            written = written_in.source_line or ""
+            found = written.find(inst.opcode + "(", written.find("=") + 1) if written_in is inst else -1
+            at = written_in.span.start + max(found, 0)
+        offset = 0
+    line, column = source.location(at + offset)
+    return module.filename, line, column  # type: ignore[union-attr]
+
+
+def _written_in(inst: HloInstruction) -> HloInstruction | None:
+    """The instruction whose line holds `inst`: itself, or for a nested operand its host and
+    for a compact GTE (`%t#0`) its first user, outwards until one has a line of its own."""
+    while inst.span.start < 0:
+        span = inst.span
+        if span.host is not None:
+            inst = span.host
+        elif span.compact_gte_base is not None and inst.user_count:
+            inst = inst.users[0]
+        else:
+            return None
+    return inst if inst.span.start >= 0 else None
+
+
+def _value_offset(inst: HloInstruction, key: str) -> int | None:
+    """Source offset where the raw value of `key` starts, while the attribute list is the
+    source's; found again on this error path only."""
+    tail = inst.span.tail_start
+    text = inst._attr_text
+    if tail < 0 or text is None:
+        return None
+    try:
+        attrs, _ = split_attributes(text, 0)
+    except ScanError:
+        attrs = []
+    for k, _, at in attrs:
+        if k == key:
+            return tail + at
+    at = text.find(key + "=")
+    return None if at < 0 else tail + at + len(key) + 1
+
+
+def attribute_error(inst: HloInstruction, key: str, message: str, offset: int = 0) -> HloParseError:
+    """An HloParseError at character `offset` of attribute `key`'s raw value."""
+    filename, line, column = _location(inst, key, offset)
+    return HloParseError(f"{message} (instruction {inst.name!r})", filename=filename, line=line, column=column)
+
+
+def instruction_error(inst: HloInstruction, message: str) -> HloParseError:
+    """An HloParseError about `inst` as a whole, located where it is written."""
+    filename, line, column = _location(inst, None, 0)
+    return HloParseError(message, filename=filename, line=line, column=column)
+
+
+# ------------------------------------------------------------------------ raw values
+def at_top_level(text: str, at: int) -> bool:
+    """True if offset `at` of an attribute text is outside every quoted string and bracket
+    (and no comment comes before it): the strings ahead of it, such as the axis names of a
+    mesh `replica_groups`, are stepped over whole."""
+    depth = 0
+    pos = 0
+    while True:
+        m = _TOP_LEVEL_SPECIAL.search(text, pos, at)
+        if m is None:
+            return depth == 0
+        ch = m.group()
+        if ch in "\"'":
+            string = _STRING.match(text, m.start())
+            if string is None or string.end() > at:
+                return False
+            pos = string.end()
+            continue
+        if ch == "/":
+            return False
+        depth += 1 if ch in "{[(" else -1
+        pos = m.end()
+
+
+#: What decides whether an offset is at the top level of an attribute text.
+_TOP_LEVEL_SPECIAL = re.compile(r"[\"'{}\[\]()/]")
+
+
+def attribute_value_at(inst: HloInstruction, start: int, key: str) -> str | None:
+    """The raw value of `key` starting at `start` of the unsplit attribute text, or None
+    to let the caller split the whole list (which reports any malformed text)."""
+    text = inst._attr_text or ""
+    quick = _PLAIN_VALUE.match(text, start)
+    if quick is not None:
+        return quick.group()
+    if _VALUE_START.match(text, start) is None:
+        return None  # trivia first: the full split gives the value without it
+    try:
+        end = attribute_value_end(text, start, key)
+    except ScanError:
+        return None
+    return text[start:end] if end > start else None
+
+
+def split_attribute_text(inst: HloInstruction) -> list[tuple[str, str]]:
+    text = inst._attr_text or ""
+    try:
+        attrs, _ = split_attributes(text, 0)
+    except ScanError as e:
+        filename, line, column = "<string>", 0, 0
+        if inst.span.tail_start >= 0:
+            filename, line, column = _location(inst, None, 0)
+            module = inst.module
+            if module is not None and module.source is not None:
+                line, column = module.source.location(inst.span.tail_start + e.offset)
+        raise HloParseError(e.message, filename=filename, line=line, column=column) from None
+    return [(k, v) for k, v, _ in attrs]
+
+
+class _Value(TextCursor):
+    """A cursor over one raw attribute value; its errors name the instruction and key."""
+
+    __slots__ = ("inst", "key", "base")
+
+    def __init__(self, inst: HloInstruction, key: str, raw: str, base: int = 0) -> None:
+        super().__init__(raw)
+        self.inst = inst
+        self.key = key
+        self.base = base  # where `raw` starts in the attribute's whole value
+
+    def fail(self, error: TextSyntaxError) -> HloParseError:
+        offset = self.pos if error.offset is None else error.offset
+        return attribute_error(self.inst, self.key, f"bad {self.key}: {error.message}", self.base + offset)
+
+    def string(self) -> str:
+        """One quoted string token, unescaped as absl's CUnescape."""
+        self.skip()
+        m = _STRING.match(self.text, self.pos)
+        if m is None:
+            raise self.error(f"expected a quoted string, found {self.describe()}")
+        try:
+            value = c_unescape(m.group()[1:-1])
+        except TextSyntaxError as e:
+            raise self.error(e.message, self.pos + 1 + (e.offset or 0)) from None
+        self.pos = m.end()
+        return value
+
+
+def _decode(inst: HloInstruction, key: str, raw: str, read, base: int = 0):  # type: ignore[no-untyped-def]
+    """`read(cursor)` over the whole of `raw`; any syntax error becomes a located one."""
+    cursor = _Value(inst, key, raw, base)
+    try:
+        value = read(cursor)
+        cursor.finish(f"the {key} value")
+    except TextSyntaxError as e:
+        raise cursor.fail(e) from None
+    return value
+
+
+# ------------------------------------------------------------------------ decoders
+def decode_shape(inst: HloInstruction) -> Shape:
+    """The result shape: its text parsed, or inferred when the text left it out."""
+    text = inst.shape_text
+    if text is None:
+        return infer_shape(inst)
+    try:
+        return parse_shape(text)
+    except TextSyntaxError as e:
+        message, offset = f"bad shape: {e.message}", e.offset or 0
+    except ValueError as e:  # a Shape invariant the text breaks
+        message, offset = f"bad shape: {e}", 0
+    filename, line, column = _location(inst, None, 0)
+    written = inst.source_line
+    if written is not None and line:
+        # The shape is the first thing after ` = ` (XLA prints no space inside the name).
+        at = written.find(text, written.find("=") + 1)
+        if at >= 0:
+            line, column = inst.module.source.location(inst.span.start + at + offset)  # type: ignore[union-attr]
+    raise HloParseError(f"{message} (instruction {inst.name!r})", filename=filename, line=line, column=column)
+
+
+def decode_dimensions(inst: HloInstruction) -> tuple[int, ...]:
+    raw = inst.attr("dimensions")
+    if raw is None:
+        return ()
+    return _decode(inst, "dimensions", raw, lambda c: c.int_list("{", "}", "dimensions"))
+
+
+def decode_int_attr(inst: HloInstruction, key: str) -> int:
+    raw = inst.attr(key)
+    if raw is None:
+        raise attribute_error(inst, key, f"expected integer attribute {key}=N")
+    return _decode(inst, key, raw, lambda c: c.integer(f"for {key}"))
+
+
+def decode_channel_id(inst: HloInstruction) -> int | None:
+    if inst.attr("channel_id") is None:
+        return None
+    value = decode_int_attr(inst, "channel_id")
+    return value if value > 0 else None
+
+
+def _boolean(cursor: TextCursor) -> bool:
+    for word in ("true", "false"):
+        if cursor.eat(word):
+            return word == "true"
+    raise cursor.error(f"expected true or false, found {cursor.describe()}")
+
+
+def decode_bool_attr(inst: HloInstruction, key: str) -> bool:
+    raw = inst.attr(key)
+    return False if raw is None else _decode(inst, key, raw, _boolean)
+
+
+def decode_string(inst: HloInstruction, key: str, raw: str, base: int = 0) -> str:
+    return _decode(inst, key, raw, _Value.string, base)
+
+
+def decode_string_attr(inst: HloInstruction, key: str) -> str:
+    raw = inst.attr(key)
+    return "" if raw is None else decode_string(inst, key, raw)
+
+
+def decode_backend_config(inst: HloInstruction) -> str:
+    """Raw string form: a JSON dict verbatim, or the unescaped quoted string."""
+    raw = inst.attr("backend_config")
+    if raw is None:
+        return ""
+    if raw.startswith("{"):
+        return raw
+    return decode_string(inst, "backend_config", raw)
+
+
+def read_parameter_number(payload: str) -> int:
+    """N of `parameter(N)`: an int64 >= 0, comments allowed around it (as XLA's parser).
+    Raises TextSyntaxError whose offset indexes `payload`."""
+    if payload.isdigit() and payload.isascii() and len(payload) <= 18:
+        return int(payload)
+    cursor = TextCursor(payload)
+    cursor.skip()
+    start = cursor.pos
+    number = cursor.integer("as the parameter number")
+    cursor.finish("the parameter number")
+    if number < 0:
+        raise TextSyntaxError(f"parameter number must be >= 0, got {number}", start)
+    return number
+
+
+def decode_parameter_number(inst: HloInstruction) -> int:
+    if inst.opcode != "parameter" or inst.payload is None:
+        raise instruction_error(inst, f"{inst.name!r} is not a parameter(N) instruction")
+    try:
+        return read_parameter_number(inst.payload)
+    except TextSyntaxError as e:
+        raise instruction_error(inst, f"bad parameter number: {e.message}") from None
+
+
+def _slice_ranges(cursor: TextCursor) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """`{[start:limit(:stride)?], ...}` (XLA's SliceRanges)."""
+    starts: list[int] = []
+    limits: list[int] = []
+    strides: list[int] = []
+    cursor.expect("{", "to start slice ranges")
+    if not cursor.eat("}"):
+        while True:
+            cursor.expect("[", "to start a slice range")
+            starts.append(cursor.integer("as slice start"))
+            cursor.expect(":", "after slice start")
+            limits.append(cursor.integer("as slice limit"))
+            strides.append(cursor.integer("as slice stride") if cursor.eat(":") else 1)
+            cursor.expect("]", "to end a slice range")
+            if not cursor.eat(","):
+                break
+        cursor.expect("}", "to end slice ranges")
+    return tuple(starts), tuple(limits), tuple(strides)
+
+
+def decode_slice(inst: HloInstruction) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    raw = inst.attr("slice")
+    if raw is None:
+        raise instruction_error(inst, f"slice {inst.name!r} needs slice={{[start:limit:stride], ...}}")
+    return _decode(inst, "slice", raw, _slice_ranges)
+
+
+def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
+    raw = inst.attr("replica_groups")
+    try:
+        groups = ReplicaGroups.parse(raw if raw is not None else "{}")
+    except TextSyntaxError as e:
+        raise attribute_error(inst, "replica_groups", f"bad replica_groups: {e.message}", e.offset or 0) from None
+    except ValueError as e:  # an IR invariant the groups break
+        raise attribute_error(inst, "replica_groups", f"bad replica_groups: {e}") from None
+    module = inst.module
+    if groups.kind != "list" and module is not None:
+        # A compact form may name more devices than the module runs on; XLA's verifier
+        # rejects that (replica_count x num_partitions of 1 means "not said", as there).
+        devices = module.replica_count * module.num_partitions
+        named = len(groups.groups) * groups.groups.group_size
+        if 1 < devices < named:
+            raise attribute_error(inst, "replica_groups", f"bad replica_groups: they name {named} devices, the module "
+                                  f"runs on {devices} (replica_count x num_partitions)")
+    return groups
+
+
+def decode_frontend_attributes(inst: HloInstruction) -> dict[str, str]:
+    raw = inst.attr("frontend_attributes")
+    if raw is None:
+        return {}
+    body = raw.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise attribute_error(inst, "frontend_attributes", "expected {key=value,...}")
+    inner = body[1:-1]
+    try:
+        pairs, end = split_attributes("," + inner, 0)
+    except ScanError as e:
+        raise attribute_error(inst, "frontend_attributes", e.message, e.offset) from None
+    if ("," + inner)[end:].strip():
+        raise attribute_error(inst, "frontend_attributes", "expected key=value entries", end)
+    out: dict[str, str] = {}
+    for key, value, at in pairs:  # `at` counts in "," + inner: the same as in raw
+        out[key] = value if value.startswith("{") else decode_string(inst, "frontend_attributes", value, at)
+    return out
+
+
+def decode_metadata(inst: HloInstruction) -> OpMetadata:
+    return OpMetadata.parse(inst.attr("metadata"))

@@ -1,0 +1,308 @@
+"""The parts of the HTML page about one computation or module: its records grouped by
+computation, the fold cards, what changed in its text, and why the other gathers did not
+fold. Every name and line from the module is escaped here, as in `html.py`."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from html import escape
+from typing import Sequence
+
+from ..passes import FoldRecord, Hazard, InstructionFate
+from .html_walk import fold_svg
+from .model import ModuleRun
+from .units import human_bytes, plural
+
+NEAR_MISS_TITLES = {
+    "key_field": "The same parameter, gathered with different keys",
+    "same_operand": "Walks that stopped at the same value",
+    "cross_computation": "The same value, gathered in different computations",
+}
+_MAX_GROUPS_CHARS = 48
+
+
+@dataclass
+class Computation:
+    """What a module's passes recorded about one computation."""
+
+    name: str
+    gathers: list[InstructionFate] = field(default_factory=list)
+    kernels: list[InstructionFate] = field(default_factory=list)
+    folds: list[FoldRecord] = field(default_factory=list)
+    hazards: list[Hazard] = field(default_factory=list)
+    deleted: list[tuple[str, str]] = field(default_factory=list)  # (name, line)
+
+    @property
+    def refused(self) -> list[InstructionFate]:
+        return [g for g in self.gathers if g.fate == "refused"]
+
+    @property
+    def notable(self) -> bool:
+        return bool(self.folds or self.hazards or self.refused)
+
+
+def computations(m: ModuleRun) -> list[Computation]:
+    """The module's records grouped by computation, in the order the passes met them."""
+    groups: dict[str, Computation] = {}
+
+    def at(name: str) -> Computation:
+        return groups.setdefault(name, Computation(name))
+
+    for p in m.passes:
+        for i in p.instructions:
+            (at(i.computation).gathers if i.opcode.startswith("all-gather") else at(i.computation).kernels).append(i)
+        for f in p.folds:
+            at(f.computation).folds.append(f)
+        for h in p.hazards:
+            at(h.computation).hazards.append(h)
+        for comp, name, line in p.deleted:
+            at(comp).deleted.append((name, line))
+    return list(groups.values())
+
+
+
+
+class Ids:
+    """Page-unique ids of a module's instructions (names are module-unique in HLO)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._ids: dict[str, str] = {}
+
+    def __call__(self, name: str) -> str:
+        found = self._ids.get(name)
+        if found is None:
+            found = self._ids[name] = f"{self.prefix}-{len(self._ids)}"
+        return found
+
+    def link(self, name: str) -> str:
+        return f'<a href="#{self(name)}">{escape(name)}</a>'
+
+
+# ------------------------------------------------------------------------------------------
+# Fold cards
+
+
+def fold_cards(comp: Computation, ids: Ids) -> tuple[int, str] | None:
+    """A card per all-gather fold and per refused gather — refused and hazardous first —
+    as (count, HTML); None when the computation has neither."""
+    fates = {g.name: g for g in comp.gathers}
+    hazards: dict[str, list[Hazard]] = defaultdict(list)
+    for h in comp.hazards:
+        hazards[h.removed].append(h)
+    cards: list[tuple[int, str]] = []
+    for fold in comp.folds:
+        removed, kept = fates.get(fold.removed), fates.get(fold.kept)
+        if removed is None or kept is None:
+            continue  # a kernel rewrite: its table and "what changed" show it
+        own = [h for h in hazards[fold.removed] if h.kept == fold.kept]
+        others = [h for h in hazards[fold.removed] if h.kept != fold.kept]
+        cards.append((1 if own else 2, _card(kept, removed, ids, fold=fold, hazards=own, elsewhere=others)))
+    for g in comp.refused:
+        onto = fates.get(g.refused_onto or "")
+        if onto is None:
+            continue
+        own = [h for h in hazards[g.name] if h.kept == onto.name and h.refused]
+        cards.append((0, _card(onto, g, ids, hazards=own)))
+    if not cards:
+        return None
+    cards.sort(key=lambda c: c[0])
+    return len(cards), '<div class="cards">' + "".join(c for _, c in cards) + "</div>"
+
+
+def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: FoldRecord | None = None,
+          hazards: Sequence[Hazard] = (), elsewhere: Sequence[Hazard] = ()) -> str:
+    refused = fold is None
+    cls = "refused" if refused else ("hazardous" if hazards else "")
+    verb = "refused onto" if refused else "folded into"
+    badge = ""
+    if refused:
+        badge = ' <span class="badge refused">refused</span>'
+    elif hazards:
+        badge = ' <span class="badge hazard">hazard: folded anyway</span>'
+    head = (f'<h4><a class="q" href="#{ids(removed.name)}">{escape(removed.name)}</a> <span class="arrow">{verb}</span> '
+            f'<a class="q" href="#{ids(kept.name)}">{escape(kept.name)}</a>{badge}</h4>')
+    svg = fold_svg((kept.opcode, kept.name), kept.walk, (removed.opcode, removed.name), removed.walk,
+                   refused=refused)
+    facts: list[tuple[str, str]] = []
+    if fold is not None:
+        facts.append(("Saves", f"<b>{human_bytes(fold.bytes_output)}</b> output \u00b7 "
+                               f"<b>{human_bytes(fold.bytes_per_device)}</b> per device"))
+        facts += _price_facts(fold.memory)
+    elif removed.bytes_output:
+        facts.append(("Would save", f"<b>{human_bytes(removed.bytes_output)}</b> output"))
+    if removed.key:
+        facts.append(("Key", _key_text(removed.key)))
+    reasons = [r for h in hazards for r in h.reasons]
+    if refused and not reasons and removed.reason:
+        reasons = [_strip_onto(removed)]
+    listed = "".join(f"<li>{escape(r)}</li>" for r in reasons)
+    listed += "".join(f"<li>refused onto {ids.link(h.kept)}: {escape('; '.join(h.reasons))}; folded onto "
+                      f"{escape(kept.name)} instead, which matches it in all of them</li>" for h in elsewhere)
+    more = ""
+    if fold is not None:
+        more = f'<a class="more" href="#w-{ids(removed.name)}">what changed \u2193</a>'
+    return (f'<article class="card item {cls}" id="c-{ids(removed.name)}">{head}{svg}<dl>'
+            + "".join(f"<dt>{term}</dt><dd>{text}</dd>" for term, text in facts) + "</dl>"
+            + (f'<ul class="reasons">{listed}</ul>' if listed else "") + more + "</article>")
+
+
+def _price_facts(memory: dict | None) -> list[tuple[str, str]]:
+    if memory is None:
+        return []
+    before, after = memory["peak_bytes_before"], memory["peak_bytes_after"]
+    rise = after - before
+    change = f'<b class="up">+{human_bytes(rise)}</b>' if rise > 0 else "<b>\u00b10</b>"
+    live = f"<b>{memory['live_range_extension']}</b> instructions longer"
+    if memory.get("crosses_peak"):
+        live += f", through the peak at <code>{escape(str(memory.get('peak_instruction', '')))}</code>"
+    return [("Peak (est.)", f"{change} \u2002{human_bytes(before)} \u2192 {human_bytes(after)}"),
+            ("Kept live", live)]
+
+
+def _key_text(key: dict) -> str:
+    path = key.get("index_path") or []
+    groups = "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in key.get("replica_groups") or []) + "}"
+    if len(groups) > _MAX_GROUPS_CHARS:
+        groups = groups[:_MAX_GROUPS_CHARS - 1] + "\u2026"
+    where = escape(str(key.get("parameter", "")))
+    if path:
+        where += " {" + ",".join(map(str, path)) + "}"
+    return f"<code>{where}</code> \u00b7 <code>{escape(str(key.get('shape', '')))}</code> \u00b7 <code>{escape(groups)}</code>"
+
+
+def _strip_onto(g: InstructionFate) -> str:
+    prefix = f"not folded onto {g.refused_onto}: "
+    reason = g.reason or ""
+    return reason[len(prefix):] if reason.startswith(prefix) else reason
+
+
+# ------------------------------------------------------------------------------------------
+# What changed
+
+
+def changes_section(comp: Computation, ids: Ids, open_: bool) -> str:
+    """Per fold, the lines of the rewritten region: the users re-pointed to the kept
+    instruction (before/after), the removed instruction and its dead operands that DCE
+    deleted; then whatever else DCE deleted in the computation."""
+    if not comp.folds and not comp.deleted:
+        return ""
+    deleted = dict(comp.deleted)
+    walks = {g.name: g.walk for g in comp.gathers}
+    shown: set[str] = set()
+    hunks = []
+    users = 0
+    for fold in comp.folds:
+        head = f'<div class="h" id="w-{ids(fold.removed)}"><code>{escape(fold.removed)}</code> '
+        if fold.replacement:
+            hunks.append(head + f"replaced by <code>{escape(fold.replacement)}</code>, a clone of "
+                         f"<code>{escape(fold.kept)}</code></div>")
+            continue
+        lines = []
+        for _, name in reversed(walks.get(fold.removed, ())):
+            if name in deleted and name not in shown:
+                shown.add(name)
+                lines.append(_line("del", deleted[name]))
+        if fold.removed in deleted:
+            shown.add(fold.removed)
+            lines.append(_line("del", deleted[fold.removed]))
+        elif fold.removed_text:
+            lines.append(_line("ctx", fold.removed_text + "   (left in place: not deleted)"))
+        for _, before, after in fold.rewired:
+            users += 1
+            lines += _pair(before, after)
+        hunks.append(head + f"folded into <code>{escape(fold.kept)}</code></div><pre>{''.join(lines)}</pre>")
+    rest = [line for name, line in comp.deleted if name not in shown]
+    if rest:
+        hunks.append('<div class="h">also deleted by DCE</div><pre>'
+                     + "".join(_line("del", line) for line in rest) + "</pre>")
+    facts = [plural(users, "user") + " rewired"] if users else []
+    facts.append(plural(len(comp.deleted), "instruction") + " deleted")
+    return (f'<details class="sub"{" open" if open_ else ""}><summary>What changed <span class="facts">'
+            f'{escape(" · ".join(facts))}</span></summary><div class="diff">{"".join(hunks)}</div></details>')
+
+
+def _line(kind: str, text: str, marked: tuple[int, int] | None = None) -> str:
+    sign = {"del": "-", "add": "+", "ctx": " "}[kind]
+    if marked is None:
+        body = escape(text)
+    else:
+        a, b = marked
+        body = escape(text[:a]) + "<mark>" + escape(text[a:b]) + "</mark>" + escape(text[b:])
+    return f'<span class="{kind}">{sign} {body}</span>'
+
+
+def _pair(before: str, after: str) -> list[str]:
+    """A rewired user's line before and after, with the names that differ marked."""
+    start = 0
+    while start < min(len(before), len(after)) and before[start] == after[start]:
+        start += 1
+    end = 0
+    while end < min(len(before), len(after)) - start and before[-1 - end] == after[-1 - end]:
+        end += 1
+    while start and _is_name_char(before[start - 1]):  # whole names, not their last digits
+        start -= 1
+    while end and _is_name_char(before[-end]):
+        end -= 1
+    return [_line("del", before, (start, len(before) - end)), _line("add", after, (start, len(after) - end))]
+
+
+def _is_name_char(c: str) -> bool:
+    return c.isalnum() or c in "_.-"
+
+
+# ------------------------------------------------------------------------------------------
+# Why the others did not fold
+
+
+def why_not_section(m: ModuleRun, ids: Ids) -> str:
+    """Near misses by kind, untraced walks by where they stopped, non-candidates and
+    unmatched kernels by reason: what a module with few or no folds needs to explain itself."""
+    groups: list[tuple[str, str]] = []
+    by_kind: dict[str, list] = defaultdict(list)
+    for n in m.near_misses:
+        by_kind[n.kind].append(n)
+    for kind, misses in by_kind.items():
+        items = "".join(f'<div class="group"><p>{escape(n.reason)}</p><div class="chips">'
+                        + "".join(f"<code>{ids.link(i)}</code>" for i in n.instructions) + "</div></div>"
+                        for n in misses)
+        groups.append((f"{NEAR_MISS_TITLES.get(kind, kind)} ({len(misses)})", items))
+    untraced: dict[str, list[InstructionFate]] = defaultdict(list)
+    for g in m.all_gathers:
+        if g.fate == "not_traced":
+            untraced[g.stop[0] if g.stop is not None else ""].append(g)
+    for opcode, gathers in untraced.items():
+        title = f"Walks stopped at {opcode}" if opcode else "Walks with nothing to follow"
+        rows = "".join(f"<tr><td class=\"name\">{ids.link(g.name)}</td><td class=\"walktext\">{_walk_text(g)}</td>"
+                       f"<td class=\"op\">{escape(g.op_name or '')}</td><td class=\"src\">{escape(g.source or '')}</td></tr>"
+                       for g in gathers)
+        groups.append((f"{title}: {plural(len(gathers), 'all-gather')} not traced to a parameter",
+                       '<div class="scroll"><table><thead><tr><th>All-gather</th><th>Walk (from the gather up)</th>'
+                       f"<th>op_name</th><th>Source</th></tr></thead><tbody>{rows}</tbody></table></div>"))
+    for label, fate, pool in (("not candidates", "not_candidate", m.all_gathers),
+                              ("kernels not matched", "not_matched", m.kernels)):
+        by_reason: dict[str, list[str]] = defaultdict(list)
+        for i in pool:
+            if i.fate == fate:
+                by_reason[i.reason or ""].append(i.name)
+        for reason, names in by_reason.items():
+            groups.append((f"{plural(len(names), 'instruction')} {label}: {reason}",
+                           '<div class="chips">' + "".join(f"<code>{ids.link(n)}</code>" for n in names) + "</div>"))
+    if not groups:
+        return ""
+    open_ = not m.folds or len(groups) <= 3
+    body = "".join(f"<h3>{escape(title)}</h3>{content}" for title, content in groups)
+    misses = len(m.near_misses)
+    facts = f"{misses} near miss{'' if misses == 1 else 'es'} \u00b7 {plural(sum(map(len, untraced.values())), 'untraced walk')}"
+    return (f'<details class="section why"{" open" if open_ else ""}><summary><span class="heading">'
+            f'Why the others did not fold</span><span class="facts">{facts}</span></summary>'
+            f'<div class="body">{body}</div></details>')
+
+
+def _walk_text(g: InstructionFate) -> str:
+    parts = [escape(g.name)]
+    for opcode, name in g.walk:
+        cls = ' class="stopnode"' if g.stop is not None and name == g.stop[1] else ""
+        parts.append(f"<span{cls}>{escape(opcode)} {escape(name)}</span>")
+    return " \u2190 ".join(parts)

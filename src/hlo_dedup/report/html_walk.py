@@ -1,0 +1,124 @@
+"""The picture of one fold on the HTML page: the walk each all-gather took to its parameter.
+
+Both walks are drawn root first, left to right: the parameter (or where a walk stopped),
+the get-tuple-element / tuple / opt-barrier / ... instructions the two walks share on the
+middle row, then each walk's own instructions on its own row — the kept gather's above,
+the removed (or refused) one's below — ending at the two gathers, joined by a "folded into"
+(or "refused") arrow. Inline SVG, styled by the page's classes (arrowheads included), so it
+follows the colour scheme; every name is escaped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+
+Step = tuple[str, str]  # (opcode, name)
+
+_H = 34          # node height
+_ROW = 48        # distance between rows
+_GAP = 30        # horizontal gap between columns
+_PAD = 4
+_CHAR = 6.95     # width of a character of the names' monospace font
+_MIN_W, _MAX_W = 86, 210
+_MAX_CHARS = int((_MAX_W - 14) / _CHAR)
+
+#: The arrowhead every walk picture uses, defined once per page.
+ARROW_DEFS = ('<svg class="defs" width="0" height="0" aria-hidden="true"><defs>'
+              '<marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
+              'orient="auto-start-reverse"><path d="M0,0 L8,4 L0,8 z"/></marker></defs></svg>')
+
+
+@dataclass
+class _Node:
+    step: Step
+    kind: str  # CSS class: param, stop, kept, removed, refused, or "" for a step of a walk
+    label: str
+    col: int
+    row: int  # 0 kept, 1 shared, 2 removed
+
+
+def _short(name: str) -> str:
+    if len(name) <= _MAX_CHARS:
+        return name
+    head = (_MAX_CHARS - 1) // 2
+    return name[:head] + "\u2026" + name[len(name) - (_MAX_CHARS - 1 - head):]
+
+
+def _root_kind(step: Step) -> str:
+    return "param" if step[0] == "parameter" else "stop"
+
+
+def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_walk: tuple[Step, ...],
+             *, refused: bool = False) -> str:
+    """The SVG of a fold of `removed` onto `kept` (gathers as (opcode, name)); the walks go
+    from each gather's operand up to where they ended, as `InstructionFate.walk` gives them."""
+    k, r = list(reversed(kept_walk)), list(reversed(removed_walk))
+    shared = 0
+    while shared < min(len(k), len(r)) and k[shared] == r[shared]:
+        shared += 1
+    nodes: list[_Node] = []
+    chains: list[list[_Node]] = [[], []]
+    for col, step in enumerate(k[:shared]):
+        nodes.append(_Node(step, _root_kind(step) if col == 0 else "", step[0], col, 1))
+    last = max(len(k), len(r))
+    for side, (walk, row) in enumerate(((k, 0), (r, 2))):
+        chain = chains[side]
+        for col in range(shared, len(walk)):
+            step = walk[col]
+            chain.append(_Node(step, _root_kind(step) if col == 0 else "", step[0], col, row))
+        gather = kept if side == 0 else removed
+        kind = "kept" if side == 0 else ("refused" if refused else "removed")
+        chain.append(_Node(gather, kind, f"{gather[0]} \u00b7 {kind}", last, row))
+        nodes.extend(chain)
+
+    widths = [_MIN_W] * (last + 1)
+    for node in nodes:
+        need = max(len(_short(node.step[1])), len(node.label) * 0.82) * _CHAR + 14
+        widths[node.col] = min(_MAX_W, max(widths[node.col], int(need)))
+    xs = [_PAD]
+    for w in widths:
+        xs.append(xs[-1] + w + _GAP)
+    width = xs[-1] - _GAP + _PAD + 24  # room for the fold arrow's label
+    height = 2 * _ROW + _H + 2 * _PAD
+
+    def box(node: _Node) -> tuple[int, int, int]:
+        return xs[node.col], _PAD + node.row * _ROW, widths[node.col]
+
+    parts = [f'<svg class="walk" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+             f'role="img" aria-label="{escape(_describe(kept, removed, refused))}">']
+    shared_nodes = nodes[:shared]
+    edges = list(zip(shared_nodes, shared_nodes[1:]))
+    for chain in chains:
+        start = shared_nodes[-1:] + chain
+        edges += list(zip(start, start[1:]))
+    for a, b in edges:
+        ax, ay, aw = box(a)
+        bx, by, _ = box(b)
+        y1, y2 = ay + _H // 2, by + _H // 2
+        if y1 == y2:
+            parts.append(f'<path d="M{ax + aw},{y1}H{bx - 1}"/>')
+        else:
+            mid = (ax + aw + bx) // 2
+            parts.append(f'<path d="M{ax + aw},{y1}C{mid},{y1} {mid},{y2} {bx - 1},{y2}"/>')
+    for node in nodes:
+        x, y, w = box(node)
+        cls = f' class="{node.kind}"' if node.kind else ""
+        name = _short(node.step[1])
+        title = f"<title>{escape(node.step[1])}</title>" if name != node.step[1] else ""
+        parts.append(f'<g{cls}>{title}<rect x="{x}" y="{y}" width="{w}" height="{_H}" rx="6"/>'
+                     f'<text class="op" x="{x + 7}" y="{y + 12}">{escape(node.label)}</text>'
+                     f'<text x="{x + 7}" y="{y + 27}">{escape(name)}</text></g>')
+    cx = xs[last] + widths[last] // 2
+    top, bottom = _PAD + _H, _PAD + 2 * _ROW
+    edge = "refuse" if refused else "fold"
+    parts.append(f'<path class="{edge}" d="M{cx},{bottom}V{top + 2}"/>')
+    label = "refused" if refused else "folded into"
+    parts.append(f'<text class="edge {edge}" x="{cx + 6}" y="{_PAD + _ROW + _H // 2 + 4}">{label}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _describe(kept: Step, removed: Step, refused: bool) -> str:
+    verb = "refused onto" if refused else "folded into"
+    return f"{removed[1]} {verb} {kept[1]}"

@@ -1,0 +1,224 @@
+"""The versioned JSON report (`--report`), validated by `schema.json` beside this file.
+
+    {
+      "schema_version": 2,
+      "tool": {"name": "hlo-dedup", "version": "0.1.0"},
+      "input": "model.hlo", "output": "out.hlo",          # "-" is standard input/output
+      "input_format": "hlo", "output_format": "hlo",
+      "pipeline": ["neuron-preprocess-kernel-duplicate-remover", ...],
+      "strict": false, "max_peak_increase": null, "spmd": true,
+      "modules": [{
+        "name": "jit_f", "input": "model.hlo", "index": 0, "changed": true, "seconds": 0.001,
+        "verify": {"status": "equal", "summary", ...},        # with --verify only
+        "passes": [{
+          "name": "...", "changed": true, "seconds": 0.0008,
+          "folds": [{"computation", "kept", "removed", "key": {...}, "bytes_output",
+                     "bytes_per_device", "replacement": null, "hazardous": false,
+                     "memory": {"live_range_extension", "peak_bytes_before", "peak_bytes_after",
+                                "crosses_peak", "peak_instruction"}}],
+          "hazards": [{"computation", "kept", "removed", "reasons": [...], "refused": false}]
+        }],
+        "all_gathers": [{"computation", "name", "opcode", "fate", "folded_into", "reason",
+                         "stop": {"opcode", "instruction"}, "key", "bytes_output", "op_name",
+                         "source"}],
+        "kernels": [... the same, for AwsNeuronCustomNativeKernel custom-calls],
+        "near_misses": [{"kind", "reason", "computations", "instructions"}],
+        "memory": {"computations": [{"computation", "peak_bytes_before", "peak_bytes_after"}],
+                   "peak_increase_bytes"}
+      }],
+      "totals": {"modules", "changed_modules", "passes_run", "folds", "hazards",
+                 "hazards_refused", "bytes_output", "bytes_per_device", "all_gathers",
+                 "folds_refused", "peak_increase_bytes"},
+      "timings": {"parse": s, "passes": s, "print": s, "total": s}
+    }
+
+`bytes_output` is the size of each removed value (an all-gather's gathered result, or a
+kernel's result); `bytes_per_device` is what each device no longer receives for a removed
+all-gather (output × (n−1)/n). Adding a field keeps `schema_version`; renaming or removing one,
+or changing a meaning, bumps it (version 2 made `key.index_path` root first and added the fates,
+near misses and memory prices). Memory figures are estimates: live bytes with the instruction
+order as the schedule (`hlo_dedup.analysis.liveness`).
+
+A batch run writes these fields over all its files (`timings` summed over files) plus `batch`
+(workers, files ok/failed, wall time, and `skipped`: every file found but not processed, with
+its reason) and `inputs` (one entry per file: status, exit_status, error, output, module and
+dump stage, modules, totals, timings); formats may then be `mixed`. With --report-only,
+`report_only` is true and `output` null: no module output was written.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..passes import InstructionFate, PassResult
+from .model import InputResult, ModuleRun, RunReport, module_totals, rounded_timings
+
+SCHEMA_VERSION = 2
+SCHEMA_FILE = "schema.json"
+
+
+def report_json(report: RunReport) -> dict[str, Any]:
+    """The report as JSON data (a batch run's has `batch` and `inputs`)."""
+    from .. import __version__
+
+    per_input = [rounded_timings(r.timings) for r in report.inputs]
+    timings = {k: round(sum(t[k] for t in per_input), 6) for k in ("parse", "passes", "print")}
+    timings["total"] = round(sum(timings.values()), 6)
+    data: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "hlo-dedup", "version": __version__},
+        "input": report.input,
+        "output": report.output,
+        "input_format": report.input_format,
+        "output_format": report.output_format,
+        "pipeline": list(report.pipeline),
+        "strict": report.strict,
+        "max_peak_increase": report.max_peak_increase,
+        "spmd": report.spmd,
+        "modules": [_module_json(m) for m in report.modules],
+        "totals": report.totals(),
+        "timings": timings,
+    }
+    if report.report_only:
+        data["report_only"] = True
+    batch = report.batch
+    if batch is not None:
+        data["batch"] = {
+            "arguments": list(batch.arguments),
+            "output_dir": batch.output_dir,
+            "workers": batch.workers,
+            "files": len(report.inputs),
+            "ok": sum(r.ok for r in report.inputs),
+            "failed": sum(not r.ok for r in report.inputs),
+            "bytes_in": sum(r.bytes_in for r in report.inputs),
+            "bytes_out": sum(r.bytes_out or 0 for r in report.inputs if r.ok),
+            "wall_seconds": round(batch.wall_seconds, 6),
+            "skipped": [{"path": s.path, "kind": s.kind, "reason": s.reason} for s in batch.skipped],
+        }
+        data["inputs"] = [_input_json(r) for r in report.inputs]
+    return data
+
+
+def render_json(report: RunReport) -> str:
+    """`--report`: the report as indented JSON text."""
+    return json.dumps(report_json(report), indent=2, ensure_ascii=False) + "\n"
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of the report, shipped as package data."""
+    from importlib.resources import files
+
+    return json.loads(files(__package__).joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+
+
+def _input_json(r: InputResult) -> dict[str, Any]:
+    return {
+        "input": r.input,
+        "output": r.output if r.ok else None,
+        "status": r.status,
+        "exit_status": r.exit_status,
+        "error": r.error,
+        "input_format": r.input_format,
+        "output_format": r.output_format,
+        "module": r.module,
+        "stage": r.stage,
+        "bytes_in": r.bytes_in,
+        "bytes_out": r.bytes_out if r.ok else None,
+        "seconds": round(r.seconds, 6),
+        "modules": [_module_json(m) for m in r.modules],
+        "totals": module_totals(r.modules),
+        "timings": rounded_timings(r.timings),
+    }
+
+
+def _module_json(m: ModuleRun) -> dict[str, Any]:
+    data = {
+        "name": m.name,
+        "input": m.input,
+        "index": m.index,
+        "changed": m.changed,
+        "seconds": round(m.seconds, 6),
+        "passes": [_pass_json(p) for p in m.passes],
+        "notes": [note for p in m.passes for note in p.notes],
+        "all_gathers": [_fate_json(i) for i in m.all_gathers],
+        "kernels": [_fate_json(i) for i in m.kernels],
+        "near_misses": [
+            {"kind": n.kind, "reason": n.reason, "computations": list(n.computations),
+             "instructions": list(n.instructions)}
+            for n in m.near_misses
+        ],
+        "memory": {
+            "computations": [{"computation": name, "peak_bytes_before": before, "peak_bytes_after": after}
+                             for name, (before, after) in m.peak_changes().items()],
+            "peak_increase_bytes": m.peak_increase,
+        },
+    }
+    if m.verify is not None:
+        data["verify"] = dict(m.verify)
+    return data
+
+
+def _fate_json(i: InstructionFate) -> dict[str, Any]:
+    return {
+        "computation": i.computation,
+        "name": i.name,
+        "opcode": i.opcode,
+        "fate": i.fate,
+        "folded_into": i.folded_into,
+        "reason": i.reason,
+        "stop": {"opcode": i.stop[0], "instruction": i.stop[1]} if i.stop is not None else None,
+        "key": _jsonable(i.key) if i.key is not None else None,
+        "bytes_output": i.bytes_output,
+        "op_name": i.op_name,
+        "source": i.source,
+    }
+
+
+def _pass_json(p: PassResult) -> dict[str, Any]:
+    return {
+        "name": p.pass_name,
+        "changed": bool(p.changed),
+        "seconds": round(p.seconds, 6),
+        "folds": [
+            {
+                "computation": f.computation,
+                "kept": f.kept,
+                "removed": f.removed,
+                "key": _jsonable(f.key),
+                "bytes_output": int(f.bytes_output),
+                "bytes_per_device": int(f.bytes_per_device),
+                "replacement": f.replacement,
+                "hazardous": bool(f.hazardous),
+                "memory": _memory_json(f.memory),
+            }
+            for f in p.folds
+        ],
+        "hazards": [
+            {
+                "computation": h.computation,
+                "kept": h.kept,
+                "removed": h.removed,
+                "reasons": list(h.reasons),
+                "refused": bool(h.refused),
+            }
+            for h in p.hazards
+        ],
+    }
+
+
+def _memory_json(price: dict[str, Any] | None) -> dict[str, Any] | None:
+    if price is None:
+        return None
+    keys = ("live_range_extension", "peak_bytes_before", "peak_bytes_after", "crosses_peak", "peak_instruction")
+    return {k: price[k] for k in keys}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(getattr(value, "value", value))

@@ -1,0 +1,186 @@
+"""What a run did, as plain data: per module, per input, and for the whole run.
+
+`hlo_dedup.run.run_input` fills one `InputResult` per input; a single-file run wraps its one
+result in a `RunReport`, a batch run (`hlo_dedup.batch`) the results its worker processes
+sent back (hence plain, picklable dataclasses). Every aggregate output — the JSON report,
+the stderr summary, the Graphviz picture — is rendered from a `RunReport`, so both modes
+print the same thing the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
+
+if TYPE_CHECKING:
+    from ..io.discovery import Skipped  # made by discovery, which a single-file run does not load
+
+#: Exit statuses: 1 only for a pass that failed (e.g. a RET_CHECK) or a --verify difference;
+#: 2 for usage, I/O and parse errors and for a module XLA:CPU cannot run under --verify.
+EXIT_OK, EXIT_PASS_FAILED, EXIT_INPUT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+STATUS_NAMES = {EXIT_OK: "ok", EXIT_PASS_FAILED: "pass_failed", EXIT_INPUT_ERROR: "input_error",
+                EXIT_INTERRUPTED: "interrupted"}
+PHASES = ("parse", "passes", "print")
+
+
+@dataclass
+class ModuleRun:
+    """One module's passes (after a pass failure: those before the failing one) and, with
+    --verify, the verdict of running it before and after on XLA:CPU."""
+
+    name: str
+    input: str
+    index: int
+    passes: list[PassResult] = field(default_factory=list)
+    seconds: float = 0.0
+    verify: dict[str, Any] | None = None
+
+    @property
+    def changed(self) -> bool:
+        return any(p.changed for p in self.passes)
+
+    @property
+    def folds(self) -> list[FoldRecord]:
+        return [f for p in self.passes for f in p.folds]
+
+    @property
+    def hazards(self) -> list[Hazard]:
+        return [h for p in self.passes for h in p.hazards]
+
+    @property
+    def all_gathers(self) -> list[InstructionFate]:
+        """Every all-gather with its fate (empty when the all-gather pass did not run)."""
+        return [i for p in self.passes for i in p.instructions if i.opcode.startswith("all-gather")]
+
+    @property
+    def kernels(self) -> list[InstructionFate]:
+        """Every AwsNeuronCustomNativeKernel with its fate (from the preprocess-kernel pass)."""
+        return [i for p in self.passes for i in p.instructions if i.opcode == "custom-call"]
+
+    @property
+    def near_misses(self) -> list[NearMiss]:
+        return [n for p in self.passes for n in p.near_misses]
+
+    def peak_changes(self) -> dict[str, tuple[int, int]]:
+        """Per computation with priced folds: its estimated peak bytes before and after them."""
+        return peak_changes(self.folds)
+
+    @property
+    def peak_increase(self) -> int:
+        """The largest rise of a computation's estimated peak (0 when none rises)."""
+        return max([after - before for before, after in self.peak_changes().values()] + [0])
+
+
+@dataclass
+class InputResult:
+    """One input taken through read -> passes -> output: what it did, and how it ended.
+
+    `error` is the one line the command prints for a failure (None on success);
+    `input_format` is known once the input parsed. In a batch run, `module` and `stage` say
+    which module of an XLA dump the file holds and at which stage (None where no layout
+    says so); summaries group by them.
+    """
+
+    input: str
+    output: str | None
+    input_format: str | None = None
+    output_format: str | None = None
+    modules: list[ModuleRun] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    exit_status: int = EXIT_OK
+    error: str | None = None
+    bytes_in: int = 0
+    bytes_out: int | None = None  # what was written; None when nothing was
+    seconds: float = 0.0
+    log: str = ""  # batch mode: what the run logged (VLOG lines, --verify lines)
+    module: str | None = None
+    stage: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == EXIT_OK
+
+    @property
+    def status(self) -> str:
+        return STATUS_NAMES.get(self.exit_status, "pass_failed")
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What only a batch run has: its arguments, workers, wall time and the files it skipped
+    (`output_dir` None: --report-only)."""
+
+    arguments: tuple[str, ...]
+    output_dir: str | None
+    workers: int
+    wall_seconds: float
+    skipped: tuple[Skipped, ...] = ()
+
+
+@dataclass
+class RunReport:
+    """A whole run: its options, every input's result and, for a batch run, `batch`.
+
+    `input`/`output`/the formats describe the run as a whole: a single-file run's own, or a
+    batch run's arguments, output directory and common formats (`mixed` when they differ).
+    `output` is None and `report_only` true when no module output was written (--report-only).
+    """
+
+    input: str
+    output: str | None
+    input_format: str
+    output_format: str
+    pipeline: Sequence[str]
+    strict: bool = False
+    spmd: bool = True
+    inputs: list[InputResult] = field(default_factory=list)
+    batch: BatchInfo | None = None
+    max_peak_increase: int | None = None
+    report_only: bool = False
+
+    @property
+    def modules(self) -> list[ModuleRun]:
+        return [m for r in self.inputs for m in r.modules]
+
+    def totals(self) -> dict[str, int]:
+        return module_totals(self.modules)
+
+
+def peak_changes(folds: Sequence[FoldRecord]) -> dict[str, tuple[int, int]]:
+    """Per computation with priced folds: its estimated peak bytes before the first and
+    after the last of them (folds are priced in order)."""
+    out: dict[str, tuple[int, int]] = {}
+    for fold in folds:
+        if fold.memory is not None:
+            before = out.get(fold.computation, (fold.memory["peak_bytes_before"], 0))[0]
+            out[fold.computation] = (before, fold.memory["peak_bytes_after"])
+    return out
+
+
+def module_totals(modules: Sequence[ModuleRun]) -> dict[str, int]:
+    """The counts the report and the summary give for a set of modules."""
+    passes = [p for m in modules for p in m.passes]
+    folds = [f for p in passes for f in p.folds]
+    hazards = [h for p in passes for h in p.hazards]
+    return {
+        "modules": len(modules),
+        "changed_modules": sum(m.changed for m in modules),
+        "passes_run": len(passes),
+        "folds": len(folds),
+        "hazards": len(hazards),
+        "hazards_refused": sum(bool(h.refused) for h in hazards),
+        "bytes_output": sum(f.bytes_output for f in folds),
+        "bytes_per_device": sum(f.bytes_per_device for f in folds),
+        "all_gathers": sum(len(m.all_gathers) for m in modules),
+        "folds_refused": sum(i.fate == "refused" for m in modules for i in m.all_gathers),
+        "peak_increase_bytes": max([m.peak_increase for m in modules] + [0]),
+    }
+
+
+def rounded_timings(timings: dict[str, float]) -> dict[str, float]:
+    """Per-phase seconds to the microsecond, plus their total (as the JSON report gives them)."""
+    out = {k: round(timings.get(k, 0.0), 6) for k in PHASES}
+    out["total"] = round(sum(out.values()), 6)
+    return out

@@ -1,0 +1,218 @@
+"""The short human summary a run prints on stderr.
+
+A single-file run lists each module's passes, their folds and hazards; a batch run gives one
+line per module of an XLA dump, its stages in pipeline order (`jit_step: before_optimizations
+6 folds; cpu_after_optimizations 0 folds`: what XLA's own CSE already merged shows at once),
+one line per other file, the skipped files counted by kind, the failures (each file's one-line
+error), then the files and totals. Both end with the same `total:` line and a `time:` line.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+from ..passes import PassResult
+from .model import PHASES, InputResult, RunReport, module_totals, peak_changes
+from .units import human_bytes, human_seconds, plural
+
+MAX_LISTED = 20  # folds or hazards listed per pass
+
+
+def render_summary(report: RunReport, errors: Sequence[str] = ()) -> str:
+    """The summary of `report`; `errors` are lines about the run's own outputs (batch mode)."""
+    if report.batch is None:
+        (result,) = report.inputs
+        return input_summary(result)
+    return "\n".join(_batch_lines(report, errors)) + "\n"
+
+
+def input_summary(result: InputResult) -> str:
+    """One input's modules, passes, folds and hazards, its totals and its time per phase."""
+    lines: list[str] = []
+    modules = result.modules
+    for m in modules:
+        lines.append(f"module {m.name} ({'<stdin>' if m.input == '-' else m.input}"
+                     + (f", #{m.index + 1}" if len(modules) > 1 else "") + "):")
+        if not m.passes:
+            lines.append("  no passes run")
+        for p in m.passes:
+            lines.extend(_pass_lines(p))
+            lines.extend(_fate_lines(p))
+    lines.append(_total_line(module_totals(modules)))
+    lines.append("time: " + ", ".join(f"{k} {human_seconds(result.timings.get(k, 0.0))}" for k in PHASES))
+    return "\n".join(lines) + "\n"
+
+
+def _total_line(t: dict[str, int]) -> str:
+    return (
+        f"total: {t['changed_modules']} of {plural(t['modules'], 'module')} changed, "
+        f"{plural(t['folds'], 'fold')}, {plural(t['hazards'], 'hazard')}"
+        + (f" ({t['hazards_refused']} refused)" if t["hazards_refused"] else "")
+        + (f", removed {human_bytes(t['bytes_output'])} output"
+           + (f" / {human_bytes(t['bytes_per_device'])} per device" if t["bytes_per_device"] else "")
+           if t["bytes_output"] else "")
+    )
+
+
+def _pass_lines(p: PassResult) -> list[str]:
+    folds, hazards = p.folds, p.hazards
+    head = f"  {p.pass_name}: {'changed' if p.changed else 'unchanged'}"
+    if folds:
+        head += f", {plural(len(folds), 'fold')}"
+    out_bytes = sum(f.bytes_output for f in folds)
+    per_device = sum(f.bytes_per_device for f in folds)
+    if out_bytes:
+        head += f", removed {human_bytes(out_bytes)} output"
+        if per_device:
+            head += f" / {human_bytes(per_device)} per device"
+    head += f" ({human_seconds(p.seconds)})"
+    lines = [head]
+    for f in folds[:MAX_LISTED]:
+        extra = f" as {f.replacement}" if f.replacement else ""
+        flag = " [hazardous]" if f.hazardous else ""
+        lines.append(f"    {f.computation}: {f.kept} \u2190 {f.removed}{extra}{flag}")
+    if len(folds) > MAX_LISTED:
+        lines.append(f"    ... {len(folds) - MAX_LISTED} more folds (see --report)")
+    for h in hazards[:MAX_LISTED]:
+        verdict = "refused" if h.refused else "folded anyway"
+        lines.append(f"    hazard ({verdict}) {h.computation}: {h.kept} \u2190 {h.removed}: "
+                     + "; ".join(h.reasons))
+    if len(hazards) > MAX_LISTED:
+        lines.append(f"    ... {len(hazards) - MAX_LISTED} more hazards (see --report)")
+    return lines
+
+
+def _fate_lines(p: PassResult) -> list[str]:
+    """What the pass made of every instruction it considered, in one line of counts (or of
+    why nothing folded), the memory price, refusals the hazards do not list, near misses."""
+    gathers = [i for i in p.instructions if i.opcode.startswith("all-gather")]
+    kernels = [i for i in p.instructions if i.opcode == "custom-call"]
+    lines = [f"    {note}" for note in p.notes]
+    if gathers:
+        lines.append("    " + _gather_counts(gathers, p))
+    if kernels:
+        fates = Counter(k.fate for k in kernels)
+        counts = ", ".join(f"{fates[f]} {f.replace('_', ' ')}" for f in ("first", "rewritten", "not_matched") if fates[f])
+        lines.append(f"    {plural(len(kernels), 'AwsNeuronCustomNativeKernel custom-call')}: {counts}")
+        unmatched = [k for k in kernels if k.fate == "not_matched"]
+        if unmatched and not fates["rewritten"]:
+            lines.append(f"      {unmatched[0].name}: {unmatched[0].reason}")
+    refused_hazards = {(h.kept, h.removed) for h in p.hazards if h.refused}
+    others = [g for g in gathers if g.fate == "refused" and not any(g.name == r for _, r in refused_hazards)]
+    for g in others[:MAX_LISTED]:
+        lines.append(f"    refused {g.computation}: {g.name}: {g.reason}")
+    for n in p.near_misses[:MAX_LISTED]:
+        shown = ", ".join(n.instructions[:4]) + (", ..." if len(n.instructions) > 4 else "")
+        lines.append(f"    near miss ({shown}): {n.reason}")
+    if len(p.near_misses) > MAX_LISTED:
+        lines.append(f"    ... {len(p.near_misses) - MAX_LISTED} more near misses (see --report)")
+    return lines
+
+
+def _gather_counts(gathers: list, p: PassResult) -> str:  # noqa: ANN001 - InstructionFate
+    fates = Counter(g.fate for g in gathers)
+    n = plural(len(gathers), "all-gather")
+    stops = Counter(g.stop[0] for g in gathers if g.stop is not None)
+    stopped = ", ".join(f"{op} \u00d7{count}" for op, count in stops.most_common())
+    if fates["folded"] or fates["refused"]:
+        parts = [f"{fates['folded']} folded onto {fates['kept']} kept"] if fates["folded"] else []
+        parts += [f"{fates[f]} {f.replace('_', ' ')}" for f in ("refused", "unique", "not_traced") if fates[f]]
+        line = f"{n}: " + ", ".join(parts)
+        changes = peak_changes(p.folds)
+        if changes:
+            rise = max(after - before for before, after in changes.values())
+            peak = f"peak +{human_bytes(rise)}" if rise > 0 else "peak unchanged"
+            line += f"; {peak} (est.) for {human_bytes(sum(f.bytes_per_device for f in p.folds))} " \
+                    "less collective traffic per device"
+        return line
+    if not fates["unique"]:
+        return f"{n}, none traced to a parameter" + (f": walks stopped at {stopped}" if stopped else "")
+    line = f"{n}, no two traced to the same key ({fates['unique']} traced"
+    if fates["not_traced"]:
+        line += f"; {fates['not_traced']} not traced: walks stopped at {stopped}"
+    return line + ")"
+
+
+def _input_line(r: InputResult) -> str:
+    t = module_totals(r.modules)
+    if t["modules"] == 1:
+        line = f"{r.input}: {'changed' if t['changed_modules'] else 'unchanged'}"
+    else:
+        line = f"{r.input}: {t['changed_modules']} of {t['modules']} modules changed"
+    if t["folds"]:
+        line += f", {plural(t['folds'], 'fold')}"
+    if t["hazards"]:
+        line += f", {plural(t['hazards'], 'hazard')}" + (f" ({t['hazards_refused']} refused)" if t["hazards_refused"] else "")
+    if t["bytes_output"]:
+        line += f", removed {human_bytes(t['bytes_output'])} output"
+    return line + f" ({human_seconds(r.seconds)})"
+
+
+def _module_lines(inputs: Sequence[InputResult]) -> list[str]:
+    """One line per dump module (its stages in pipeline order) and per other file done, in
+    the order of their first file."""
+    groups: dict[str, list[InputResult]] = {}
+    order: list[str | InputResult] = []
+    for r in inputs:
+        if r.module is not None and r.stage is not None:
+            if r.module not in groups:
+                groups[r.module] = []
+                order.append(r.module)
+            groups[r.module].append(r)
+        elif r.ok:
+            order.append(r)
+    lines = []
+    for item in order:
+        if isinstance(item, InputResult):
+            lines.append(_input_line(item))
+            continue
+        from ..io.layouts import stage_order  # dump-tree runs only
+
+        stages = sorted(groups[item], key=lambda r: stage_order(r.stage or ""))
+        lines.append(f"{item}: " + "; ".join(f"{r.stage} {_stage_result(r)}" for r in stages))
+    return lines
+
+
+def _stage_result(r: InputResult) -> str:
+    if not r.ok:
+        return "failed"
+    t = module_totals(r.modules)
+    text = plural(t["folds"], "fold")
+    if t["hazards"]:
+        text += f" ({plural(t['hazards'], 'hazard')}" + (f", {t['hazards_refused']} refused" if t["hazards_refused"] else "") + ")"
+    return text
+
+
+def _skipped_line(report: RunReport) -> list[str]:
+    skipped = report.batch.skipped if report.batch else ()
+    if not skipped:
+        return []
+    kinds = Counter(s.kind for s in skipped)
+    listed = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    return [f"skipped {plural(len(skipped), 'file')}: {listed} (reasons: --report, or --v=1)"]
+
+
+def _batch_lines(report: RunReport, errors: Sequence[str]) -> list[str]:
+    """One line per module or file done, the skipped files, one line per failure (the
+    single-file message), then totals."""
+    assert report.batch is not None
+    inputs = report.inputs
+    lines = _module_lines(inputs)
+    lines += _skipped_line(report)
+    lines += [r.error or f"{r.input}: error: failed" for r in inputs if not r.ok]
+    lines += list(errors)
+    ok = sum(r.ok for r in inputs)
+    read = sum(r.bytes_in for r in inputs)
+    wrote = sum(r.bytes_out or 0 for r in inputs if r.ok)
+    skipped = f", {len(report.batch.skipped)} skipped" if report.batch.skipped else ""
+    lines.append(f"files: {ok} ok, {len(inputs) - ok} failed (of {len(inputs)}){skipped}; "
+                 f"read {human_bytes(read)}, " + ("wrote nothing (--report-only)" if report.report_only
+                                                   else f"wrote {human_bytes(wrote)}"))
+    lines.append(_total_line(report.totals()))
+    wall, workers = report.batch.wall_seconds, report.batch.workers
+    rate = f", {len(inputs) / wall:.1f} files/s" if wall > 0 and inputs else ""
+    summed = {k: round(sum(round(r.timings.get(k, 0.0), 6) for r in inputs), 6) for k in PHASES}
+    lines.append(f"time: {human_seconds(wall)} wall, {plural(workers, 'worker')}{rate} (summed over files: "
+                 + ", ".join(f"{k} {human_seconds(summed[k])}" for k in PHASES) + ")")
+    return lines

@@ -1,0 +1,30 @@
+"""Sizes and durations as people read them, for every human-facing output."""
+
+from __future__ import annotations
+
+
+def human_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB' (binary units; plain bytes below 1 KiB; -1536 -> '-1.5 KiB')."""
+    if n < 0:
+        return "-" + human_bytes(-n)
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 1024 or unit == "PiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError  # unreachable
+
+
+def human_seconds(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} \u00b5s"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s:.2f} s"
+
+
+def plural(n: int, word: str) -> str:
+    """'1 fold', '2 folds'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"

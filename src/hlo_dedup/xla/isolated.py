@@ -1,0 +1,189 @@
+"""XLA's parser, printer and proto conversion for the command, in a child process.
+
+An XLA CHECK failure aborts the process it happens in (`reshape` of f32[6] to f32[5] written
+as `.pb`), a deep shape overflows the stack, and XLA logs RET_CHECK stack traces straight to
+file descriptor 2. So the command never calls XLA itself: one long-lived child
+(`hlo_dedup.xla.child`, `serve`) does, per process, started on first use, and another is
+started after a crash. A crash becomes an `XlaError` whose message is one line (the CHECK that
+failed); what XLA logged is kept from the user.
+
+The child is an isolated interpreter (`python -I`): the current directory and PYTHON*
+variables do not reach its import path, which is this package's root followed by the
+parent's own path (the current directory left out), so a stray `./ml_dtypes.py` is never
+imported.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from hlo_dedup.xla import XlaError, XlaUnavailableError
+
+__all__ = [
+    "child_command",
+    "child_env",
+    "crash_message",
+    "entry_parameters",
+    "module_proto_to_text",
+    "shutdown",
+    "text_to_module_proto",
+]
+
+_BOOTSTRAP = ("import json, sys; sys.path[:0] = json.loads(sys.argv[2]); "
+              "from hlo_dedup.xla.child import main; main(sys.argv[1], sys.argv[3:])")
+_GLOG_FATAL = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]*\] (.*)$")
+_DETAIL_LIMIT = 400
+
+
+def child_command(mode: str, *arguments: str) -> list[str]:
+    """The command line of an isolated child in `mode` (see `hlo_dedup.xla.child`)."""
+    root = str(Path(__file__).resolve().parents[2])
+    cwd = os.path.realpath(os.getcwd())
+    path = [root] + [p for p in sys.path if p and p != root and os.path.realpath(p) != cwd]
+    return [sys.executable, "-I", "-c", _BOOTSTRAP, mode, json.dumps(path), *arguments]
+
+
+def child_env(num_devices: int | None = None) -> dict[str, str]:
+    """The child's environment: XLA:CPU only, and `num_devices` virtual devices if given."""
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if num_devices is not None:
+        count_flag = "--xla_force_host_platform_device_count"
+        flags = [flag for flag in env.get("XLA_FLAGS", "").split() if not flag.startswith(count_flag)]
+        env["XLA_FLAGS"] = " ".join([*flags, f"{count_flag}={num_devices}"])
+    return env
+
+
+def crash_message(returncode: int, log: str) -> str:
+    """One line for a child that died: how, and the line of its log that says why (a failed
+    CHECK, a fatal log line, the last line of a Python traceback)."""
+    if returncode < 0:
+        try:
+            how = signal.Signals(-returncode).name
+        except ValueError:
+            how = f"signal {-returncode}"
+        if how == "SIGSEGV":
+            how += ", a segmentation fault: e.g. a shape nested too deeply for XLA"
+    else:
+        how = f"exit status {returncode}"
+    detail = _crash_detail(log)
+    return f"XLA crashed ({how})" + (f": {detail}" if detail else "")
+
+
+def _crash_detail(log: str) -> str:
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in lines:
+        fatal = _GLOG_FATAL.match(line)
+        if fatal:
+            return _short(fatal.group(1))
+    for line in lines:
+        if "Check failed" in line:
+            return _short(line[line.index("Check failed"):])
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        raw = [line for line in log.splitlines() if line.strip()]
+        last = next((line for line in reversed(raw) if not line[:1].isspace()), "")
+        return _short(last)
+    return ""
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
+
+
+class _Server:
+    """One `serve` child, its pipes and the file its stderr goes to."""
+
+    def __init__(self) -> None:
+        self.log = tempfile.TemporaryFile()
+        self.logged = 0  # what the log held when the last reply came: older lines are not about this call
+        self.process = subprocess.Popen(child_command("serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.log, env=child_env())
+
+    def call(self, operation: str, arguments: tuple) -> Any:
+        from hlo_dedup.xla.child import read_message, write_message
+
+        try:
+            write_message(self.process.stdin, (operation, arguments))
+            reply = read_message(self.process.stdout)
+        except (EOFError, OSError):  # the child died (BrokenPipeError is an OSError)
+            self.process.kill()
+            returncode = self.process.wait()
+            self.log.seek(self.logged)
+            raise XlaError(crash_message(returncode, self.log.read().decode(errors="replace"))) from None
+        self.logged = self.log.seek(0, os.SEEK_END)
+        return reply
+
+    def close(self) -> None:
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+_server: _Server | None = None
+_lock = threading.Lock()  # one request at a time on the child's pipes
+
+
+def _call(operation: str, *arguments: Any) -> Any:
+    """Run `operation` in the child: its value, or XlaError / XlaUnavailableError."""
+    global _server
+    with _lock:
+        if _server is None or _server.process.poll() is not None:
+            _server = _Server()
+        server = _server
+        try:
+            status, value = server.call(operation, arguments)
+        except BaseException:  # a crash, or an interrupt mid-message: this child is done
+            _server = None
+            server.close()
+            raise
+    if status == "ok":
+        return value
+    if status == "unavailable":
+        raise XlaUnavailableError(value)
+    raise XlaError(value)
+
+
+def shutdown() -> None:
+    """End this process's XLA child, if one runs (the next call starts a new one)."""
+    global _server
+    with _lock:
+        if _server is not None:
+            _server.close()
+            _server = None
+
+
+atexit.register(shutdown)
+
+
+def text_to_module_proto(hlo_text: str) -> bytes:
+    """`oracle.text_to_module_proto` in the child."""
+    return _call("text_to_module_proto", hlo_text)
+
+
+def module_proto_to_text(proto: bytes) -> str:
+    """`oracle.module_proto_to_text` in the child."""
+    return _call("module_proto_to_text", proto)
+
+
+def entry_parameters(hlo_text: str) -> list[tuple[Any, str]]:
+    """(signature, XLA's print) of each entry parameter (`oracle.signature`), in the child."""
+    return _call("entry_parameters", hlo_text)
