@@ -143,6 +143,11 @@ class HloInstruction:
     def user_count(self) -> int:
         return len(self._users)
 
+    def operand_indices(self, operand: HloInstruction) -> list[int]:
+        """XLA's OperandIndices: every position of `operand` in this instruction's operands
+        (a wide user is indexed once, so asking after each of thousands of folds is linear)."""
+        return list(_positions(self, operand, operand._users.get(self)))
+
     def is_user_of(self, operand: HloInstruction) -> bool:
         """XLA's IsUserOf: True if this instruction is among `operand`'s users."""
         return self in operand._users

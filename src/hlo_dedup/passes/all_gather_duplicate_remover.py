@@ -35,7 +35,7 @@ from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
 from .gather_survey import GatherSurvey
 from .pass_base import HloPass, ModuleTransaction, PassResult
-from .records import FoldRecord, Hazard
+from .records import FoldRecord, Hazard, user_line
 
 
 @dataclass(frozen=True)
@@ -271,12 +271,12 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 continue
             if vlog:
                 self.vlog(2, "Replacing all-gather with previous result: %s", keep.to_text())
-            users = inst.users
-            lines_before = [u.to_text() for u in users]
+            users = [(u, u.operand_indices(inst)) for u in inst.users]
+            lines_before = [user_line(u, at) for u, at in users]
             removed_text = inst.to_text()
             transaction.before_rewrite()
             inst.replace_all_uses_with(keep)
-            rewired = tuple((u.name, b, u.to_text()) for u, b in zip(users, lines_before))
+            rewired = tuple((u.name, b, user_line(u, at)) for (u, at), b in zip(users, lines_before))
             folds.append(self._record(comp, keep, inst, key_json, bool(reasons), price.to_json(),
                                       removed_text, rewired))
             survey.folded(inst, keep)
