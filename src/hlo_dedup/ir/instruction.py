@@ -10,7 +10,7 @@ million-instruction modules.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from . import attributes as _attributes
 from .opcodes import (
@@ -138,6 +138,11 @@ class HloInstruction:
     def users(self) -> list[HloInstruction]:
         """Users in XLA's order: first use first, each user once."""
         return list(self._users)
+
+    def iter_users(self) -> Iterator[HloInstruction]:
+        """The users in `users` order without copying them (XLA's users() is a reference):
+        for reading only; an edit of the graph while iterating is an error."""
+        return iter(self._users)
 
     @property
     def user_count(self) -> int:
