@@ -342,6 +342,15 @@ def test_fold_records_of_a_wide_user_are_excerpts_around_the_rewired_operand() -
     assert folds[-1].rewired[0][2] == "t = tuple(…, g0, g0) /* 40 operands */"
 
 
+def test_fold_key_spells_out_small_replica_groups_and_keeps_large_ones_compact() -> None:
+    small = run(pair(P0, "p0", "p0")).folds[0].key["replica_groups"]
+    assert small == [[0, 1, 2, 3]]
+    iota = "replica_groups=[1,8192]<=[8192], dimensions={0}"  # spelled out: 8,192 numbers per record
+    module = pair("  p0 = f32[1]{0} parameter(0)", "p0", "p0", out_a="f32[8192]{0}", attrs_a=iota)
+    (fold,) = run(module).folds
+    assert fold.key["replica_groups"] == "[1,8192]<=[8192]"
+
+
 # ------------------------------------------------------------- failures leave no trace
 
 FOLDABLE = f"""

@@ -76,6 +76,18 @@ def _same_values(a: tuple[HloInstruction, ...], b: tuple[HloInstruction, ...],
     return len(a) == len(b) and all(same_value.get(x, x) is same_value.get(y, y) for x, y in zip(a, b))
 
 
+#: Keys spell out replica groups of at most this many devices; larger ones keep XLA's
+#: compact text (an iota list of a million devices is 300 bytes written, megabytes spelled).
+_SPELLED_DEVICES = 4096
+
+
+def _groups_json(groups: Any) -> list[list[int]] | str:
+    devices = groups.groups
+    if len(devices) * devices.group_size > _SPELLED_DEVICES:
+        return groups.to_text()
+    return [list(g) for g in devices]
+
+
 @dataclass(frozen=True)
 class _Walk:
     """Result of FindRawParameter for one gather: the parameter, the index path left, and
@@ -293,7 +305,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
             "element_type": element_type,
             "shape": shape.to_text(),
-            "replica_groups": [list(g) for g in inst.replica_groups.groups],
+            "replica_groups": _groups_json(inst.replica_groups),
         }
 
     def _record(self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any],
