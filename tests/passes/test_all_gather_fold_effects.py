@@ -321,6 +321,36 @@ def test_fold_record_bytes_of_a_tuple_gather() -> None:
     assert rec.key["shape"] == "(f32[8,4]{1,0}, f32[8,4]{1,0})"
 
 
+def test_fold_record_shows_each_rewired_user_before_and_after() -> None:
+    module = pair(P0, "p0", "p0")
+    (fold,) = run(module).folds
+    assert fold.removed_text == "ag_b = f32[8,4]{1,0} all-gather(p0), replica_groups={{0,1,2,3}}, dimensions={0}"
+    assert fold.rewired == (("out", "ROOT out = (f32[8,4]{1,0}, f32[8,4]{1,0}) tuple(ag_a, ag_b)",
+                             "ROOT out = (f32[8,4]{1,0}, f32[8,4]{1,0}) tuple(ag_a, ag_a)"),)
+
+
+def test_fold_records_of_a_wide_user_are_excerpts_around_the_rewired_operand() -> None:
+    """Thousands of gathers folded into one tuple: each record shows the operands next to the
+    one re-pointed, not the whole line (which made recording quadratic: 13,000 folds, 158 s)."""
+    n = 40
+    body = P0 + "".join(f"\n  g{i} = f32[8,4]{{1,0}} all-gather(p0), {G4}" for i in range(n))
+    body += f"\n  ROOT t = ({', '.join(['f32[8,4]{1,0}'] * n)}) tuple({', '.join(f'g{i}' for i in range(n))})"
+    folds = run(entry(body)).folds
+    assert len(folds) == n - 1
+    assert folds[9].rewired == (("t", "t = tuple(…, g0, g10, g11, …) /* 40 operands */",
+                                 "t = tuple(…, g0, g0, g11, …) /* 40 operands */"),)
+    assert folds[-1].rewired[0][2] == "t = tuple(…, g0, g0) /* 40 operands */"
+
+
+def test_fold_key_spells_out_small_replica_groups_and_keeps_large_ones_compact() -> None:
+    small = run(pair(P0, "p0", "p0")).folds[0].key["replica_groups"]
+    assert small == [[0, 1, 2, 3]]
+    iota = "replica_groups=[1,8192]<=[8192], dimensions={0}"  # spelled out: 8,192 numbers per record
+    module = pair("  p0 = f32[1]{0} parameter(0)", "p0", "p0", out_a="f32[8192]{0}", attrs_a=iota)
+    (fold,) = run(module).folds
+    assert fold.key["replica_groups"] == "[1,8192]<=[8192]"
+
+
 # ------------------------------------------------------------- failures leave no trace
 
 FOLDABLE = f"""

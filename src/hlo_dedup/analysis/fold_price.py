@@ -396,7 +396,7 @@ class _State:
         pending = [inst]
         while pending:
             x = pending.pop()
-            if any(u not in self.deleted for u in x.users):
+            if any(u not in self.deleted for u in x.iter_users()):
                 return True
             pending.extend(self._absorbed.get(x, ()))
         return False
@@ -413,7 +413,7 @@ class _State:
         seen = set(holders)
         while holders:
             h = holders.pop()
-            for u in h.users:
+            for u in h.iter_users():
                 if u in self.deleted or u in seen:
                     continue
                 if not any(self.find(x) is b for x in cl.reads(u)):

@@ -130,21 +130,25 @@ def compress_for(path: str | os.PathLike[str], data: bytes) -> bytes:
     return data
 
 
-def _looks_binary(data: bytes) -> bool:
-    """True for a serialized proto. Text is bytes whose first 4 KiB are UTF-8 without
-    control characters; anything else must also start the way XLA writes HloSnapshot,
-    HloProto and HloModuleProto (below), so a text module with a stray Latin-1 or control
-    byte stays text."""
+def looks_like_text(data: bytes) -> bool:
+    """True for bytes whose first 4 KiB are UTF-8 without NUL or control characters (tab,
+    line breaks and form feed allowed): what HLO text always is."""
     head = data[:4096]
-    if b"\x00" not in head:
-        try:
-            head.decode("utf-8")
-            clean = True
-        except UnicodeDecodeError as exc:
-            clean = exc.start >= len(head) - 4  # a character cut by the 4 KiB window is fine
-        if clean and not any(b < 0x09 or 0x0E <= b < 0x20 for b in head):
+    if b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # a character cut by the 4 KiB window is fine
             return False
-    return _starts_like_hlo_proto(data, nested=False)
+    return not any(b < 0x09 or 0x0E <= b < 0x20 for b in head)
+
+
+def _looks_binary(data: bytes) -> bool:
+    """True for a serialized proto: bytes that are not text (`looks_like_text`) and start
+    the way XLA writes HloSnapshot, HloProto and HloModuleProto (below), so a text module
+    with a stray Latin-1 or control byte stays text."""
+    return not looks_like_text(data) and _starts_like_hlo_proto(data, nested=False)
 
 
 #: Fields 1-3 of the three containers, length-delimited: one of them comes first, as

@@ -22,7 +22,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from .formats import GZIP_SUFFIX
+from .formats import GZIP_SUFFIX, looks_like_text
 
 HEAD_BYTES = 64 * 1024
 _TEXT_START = re.compile(rb"\A(?:\xef\xbb\xbf)?(?:\s+|//[^\n]*|/\*.*?\*/)*HloModule\s+(\"(?:[^\"\\]|\\.)*\"|[^\s,]+)",
@@ -69,7 +69,7 @@ def sniff(data: bytes) -> Content:
     """What the head `data` of a file says it holds."""
     if not data:
         return Content(None, what="an empty file")
-    if _looks_text(data):
+    if looks_like_text(data):
         match = _TEXT_START.match(data)
         if match is not None:
             return Content("hlo", _unquote(match.group(1)))
@@ -106,18 +106,6 @@ def contains(path: str, needle: bytes) -> bool:
                 return view.find(needle) >= 0
     except (OSError, EOFError, zlib.error, ValueError):
         return False
-
-
-def _looks_text(data: bytes) -> bool:
-    sample = data[:4096]
-    if b"\x00" in sample:
-        return False
-    try:
-        sample.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start < len(sample) - 4:  # a character cut by the window is fine
-            return False
-    return not any(b < 0x09 or 0x0E <= b < 0x20 for b in sample)
 
 
 def _unquote(raw: bytes) -> str:

@@ -10,7 +10,7 @@ million-instruction modules.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from . import attributes as _attributes
 from .opcodes import (
@@ -139,9 +139,19 @@ class HloInstruction:
         """Users in XLA's order: first use first, each user once."""
         return list(self._users)
 
+    def iter_users(self) -> Iterator[HloInstruction]:
+        """The users in `users` order without copying them (XLA's users() is a reference):
+        for reading only; an edit of the graph while iterating is an error."""
+        return iter(self._users)
+
     @property
     def user_count(self) -> int:
         return len(self._users)
+
+    def operand_indices(self, operand: HloInstruction) -> list[int]:
+        """XLA's OperandIndices: every position of `operand` in this instruction's operands
+        (a wide user is indexed once, so asking after each of thousands of folds is linear)."""
+        return list(_positions(self, operand, operand._users.get(self)))
 
     def is_user_of(self, operand: HloInstruction) -> bool:
         """XLA's IsUserOf: True if this instruction is among `operand`'s users."""

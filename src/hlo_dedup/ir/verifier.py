@@ -128,7 +128,7 @@ def _verify_edges(comp: HloComputation, inst: HloInstruction) -> None:
     for user in inst.users:
         if user.parent is not comp or user not in comp:
             raise _fail(comp, inst, f"user {user.name!r} is not in this computation")
-        if not any(op is inst for op in user.operands):
+        if not user.operand_indices(inst):
             raise _fail(comp, inst, f"user {user.name!r} does not have this instruction as an operand")
     for succ in inst.control_successors:
         if succ.parent is not comp or succ not in comp:

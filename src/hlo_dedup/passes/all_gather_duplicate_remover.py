@@ -35,7 +35,7 @@ from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
 from .gather_survey import GatherSurvey
 from .pass_base import HloPass, ModuleTransaction, PassResult
-from .records import FoldRecord, Hazard
+from .records import FoldRecord, Hazard, user_line
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,18 @@ def _same_values(a: tuple[HloInstruction, ...], b: tuple[HloInstruction, ...],
     """Operand lists known to hold the same values: the same instructions, or ones a
     hazard-free fold merged."""
     return len(a) == len(b) and all(same_value.get(x, x) is same_value.get(y, y) for x, y in zip(a, b))
+
+
+#: Keys spell out replica groups of at most this many devices; larger ones keep XLA's
+#: compact text (an iota list of a million devices is 300 bytes written, megabytes spelled).
+_SPELLED_DEVICES = 4096
+
+
+def _groups_json(groups: Any) -> list[list[int]] | str:
+    devices = groups.groups
+    if len(devices) * devices.group_size > _SPELLED_DEVICES:
+        return groups.to_text()
+    return [list(g) for g in devices]
 
 
 @dataclass(frozen=True)
@@ -271,12 +283,12 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 continue
             if vlog:
                 self.vlog(2, "Replacing all-gather with previous result: %s", keep.to_text())
-            users = inst.users
-            lines_before = [u.to_text() for u in users]
+            users = [(u, u.operand_indices(inst)) for u in inst.users]
+            lines_before = [user_line(u, at) for u, at in users]
             removed_text = inst.to_text()
             transaction.before_rewrite()
             inst.replace_all_uses_with(keep)
-            rewired = tuple((u.name, b, u.to_text()) for u, b in zip(users, lines_before))
+            rewired = tuple((u.name, b, user_line(u, at)) for (u, at), b in zip(users, lines_before))
             folds.append(self._record(comp, keep, inst, key_json, bool(reasons), price.to_json(),
                                       removed_text, rewired))
             survey.folded(inst, keep)
@@ -293,7 +305,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
             "element_type": element_type,
             "shape": shape.to_text(),
-            "replica_groups": [list(g) for g in inst.replica_groups.groups],
+            "replica_groups": _groups_json(inst.replica_groups),
         }
 
     def _record(self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any],

@@ -41,9 +41,32 @@ class FoldRecord:
     #: peak_bytes_before/after, crosses_peak, peak_instruction; None where not priced.
     memory: dict[str, Any] | None = None
     #: The rewrite: the removed instruction's line, and (user, line before, line after) for
-    #: every user re-pointed from it.
+    #: every user re-pointed from it (a user of many operands: an excerpt, see `user_line`).
     removed_text: str = ""
     rewired: tuple[tuple[str, str, str], ...] = ()
+
+
+#: Users with more operands than this are recorded as an excerpt around the rewired ones.
+_FULL_LINE_OPERANDS = 16
+
+
+def user_line(user: HloInstruction, positions: list[int]) -> str:
+    """How a fold record shows a user it re-points: its line, or for a wide user (a tuple
+    of thousands of gathers) the operands next to those at `positions`, `…` for the rest,
+    so that recording every fold into one wide user stays linear in its width."""
+    operands = user.operands
+    if len(operands) <= _FULL_LINE_OPERANDS:
+        return user.to_text()
+    shown = sorted({i for at in positions[:4] for i in range(max(0, at - 1), min(len(operands), at + 2))})
+    parts, last = [], -1
+    for i in shown:
+        if i != last + 1:
+            parts.append("…")
+        parts.append(operands[i].name)
+        last = i
+    if last != len(operands) - 1:
+        parts.append("…")
+    return f"{user.name} = {user.opcode}({', '.join(parts)}) /* {len(operands)} operands */"
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,8 @@ def _price_facts(memory: dict | None) -> list[tuple[str, str]]:
 
 def _key_text(key: dict) -> str:
     path = key.get("index_path") or []
-    groups = "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in key.get("replica_groups") or []) + "}"
+    spelled = key.get("replica_groups") or []
+    groups = spelled if isinstance(spelled, str) else "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in spelled) + "}"
     if len(groups) > _MAX_GROUPS_CHARS:
         groups = groups[:_MAX_GROUPS_CHARS - 1] + "\u2026"
     where = escape(str(key.get("parameter", "")))
