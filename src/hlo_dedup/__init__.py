@@ -7,7 +7,8 @@
     >>> hlo_dedup.save(module, "model.dedup.hlo")
     >>> hlo_dedup.check_equivalence(before_text, module.to_text())   # run both on XLA:CPU
 
-The core is pure Python; proto formats and the XLA oracle need `pip install 'hlo-dedup[xla]'`.
+The core is pure Python. Reading proto formats needs `pip install 'hlo-dedup[proto]'`;
+writing them and the XLA oracle need `pip install 'hlo-dedup[xla]'`.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ formats:
           .pbtxt), else from the content, so binary protos named *.hlo are read too.
   output  hlo (text; several modules are joined with a newline, as hlo-opt does), pb
           (binary HloModuleProto) or pbtxt (text HloModuleProto). Default: from -o's
-          extension, else hlo. Proto formats need the xla extra: pip install 'hlo-dedup[xla]'.
+          extension, else hlo. Reading protos needs the proto extra (pip install
+          'hlo-dedup[proto]'); writing them needs the xla extra: pip install 'hlo-dedup[xla]'.
 
 --list-passes prints the registered names sorted and comma-joined, as hlo-opt does.
 --emit-proto writes a text proto (hlo-opt's flag); as in hlo-opt no pass runs unless

@@ -231,18 +231,37 @@ def test_multi_module_proto_output_is_refused(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_proto_input_without_xla_extra(tmp_path: Path, fsdp_proto: bytes) -> None:
-    shadow = tmp_path / "shadow" / "jax"
+def _shadow(tmp_path: Path, package: str) -> dict[str, str]:
+    """An environment in which importing ``package`` (a top-level name) fails."""
+    shadow = tmp_path / f"shadow_{package}" / package
     shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("raise ImportError('No module named jax (test shadow)')\n")
+    (shadow / "__init__.py").write_text(f"raise ImportError('No module named {package} (test shadow)')\n")
+    return {"PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.oracle
+def test_proto_input_needs_no_jax(tmp_path: Path, fsdp_proto: bytes) -> None:
+    from hlo_dedup.xla import module_proto_to_text
+
     src = tmp_path / "m.pb"
     src.write_bytes(fsdp_proto)
-    path = os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])
-    proc = run(src, env={"PYTHONPATH": path})
+    no_jax = _shadow(tmp_path, "jax")
+    from_proto = run(src, "--passes=", env=no_jax)
+    assert from_proto.returncode == 0, err(from_proto)
+    # With no pass the output is the module as read: XLA's own print of the proto.
+    assert from_proto.stdout.decode() == module_proto_to_text(fsdp_proto)
+    write = run(FSDP, "-o", tmp_path / "out.pb", env=no_jax)
+    assert write.returncode == 2
+    assert "writing HLO protos needs jax, jaxlib and protobuf: pip install 'hlo-dedup[xla]'" in one_line(write)
+
+
+def test_proto_input_without_protobuf(tmp_path: Path, fsdp_proto: bytes) -> None:
+    src = tmp_path / "m.pb"
+    src.write_bytes(fsdp_proto)
+    proc = run(src, env=_shadow(tmp_path, "google"))
     assert proc.returncode == 2
     line = one_line(proc)
-    assert line.startswith(f"{src}: error: ")
-    assert "pip install 'hlo-dedup[xla]'" in line
+    assert line.startswith(f"{src}: error: reading HLO protos needs protobuf: pip install 'hlo-dedup[proto]'")
 
 
 def test_garbage_pb(tmp_path: Path) -> None:

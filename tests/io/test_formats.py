@@ -191,7 +191,7 @@ def test_schema_table_matches_jaxlib(xc) -> None:
             pytest.skip(f"cannot read jaxlib's embedded schema: {exc}")
     from hlo_dedup.io import hlo_schema
 
-    assert out.getvalue() == hlo_schema.SCHEMA
+    assert out.getvalue() == hlo_schema.schema_text()
 
 
 # ---------------------------------------------------------------------------------------------

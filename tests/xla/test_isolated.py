@@ -2,7 +2,7 @@
 
 Real XLA crashes: a `reshape` of f32[6] to f32[5] aborts XLA's parser on a failed CHECK when
 it is written as `.pb`, a tuple shape nested 10,000 deep overflows its stack; a corrupt
-`.pb` makes XLA log a RET_CHECK with a stack trace. Each must be one `file: error:` line with
+proto makes XLA log a RET_CHECK with a stack trace. Each must be one `file: error:` line with
 exit 2. The child is isolated: a `./ml_dtypes.py` in the current directory is not imported.
 """
 
@@ -112,15 +112,24 @@ def corrupt_shape_proto(text: str) -> bytes:
     return module.SerializeToString()
 
 
-def test_a_ret_check_on_a_corrupt_proto_prints_no_stack_trace(tmp_path: Path) -> None:
+def test_a_ret_check_on_a_corrupt_proto_prints_no_stack_trace(capfd: pytest.CaptureFixture[str]) -> None:
+    from hlo_dedup.xla import isolated
+
+    with pytest.raises(XlaError) as info:
+        isolated.module_proto_to_text(corrupt_shape_proto(FSDP.read_text()))
+    message = str(info.value)
+    assert message.startswith("INTERNAL: RET_CHECK failure") and "Malformed shape proto" in message
+    assert "\n" not in message
+    assert "stack trace" not in capfd.readouterr().err
+
+
+def test_the_command_reads_the_corrupt_proto_without_xla(tmp_path: Path) -> None:
+    """The command prints protos itself, and refuses what XLA's loader refuses."""
     src = tmp_path / "corrupt.pb"
     src.write_bytes(corrupt_shape_proto(FSDP.read_text()))
     proc = run(src)
-    assert proc.returncode == 2
-    line = one_line(proc)
-    assert line.startswith(f"{src}: error: XLA rejected the HloModuleProto: INTERNAL: RET_CHECK failure"), line
-    assert "Malformed shape proto" in line
-    assert "stack trace" not in proc.stderr.decode() and proc.stdout == b""
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert one_line(proc) == f"{src}: error: XLA would reject the HloModuleProto: shape has 0 dimensions but 4 dynamic flags"
 
 
 def test_the_child_does_not_import_from_the_current_directory(tmp_path: Path) -> None:

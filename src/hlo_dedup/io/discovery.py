@@ -418,15 +418,14 @@ def _preferred(copies: list[_Candidate]) -> tuple[_Candidate, str]:
     if protos and contains(best.path, b"{...}"):
         if _protos_readable():
             return protos[0], "the text copy elides large constants ({...}); the proto holds them all"
-        return best, "HLO text, although it elides large constants ({...}): reading the proto needs the xla extra"
+        return best, "HLO text, although it elides large constants ({...}): reading the proto needs the proto extra"
     return best, "HLO text: read without XLA, printed back byte for byte where nothing changes"
 
 
 def _protos_readable() -> bool:
-    """Whether XLA can read protos here (jaxlib and protobuf import), without importing jax."""
+    """Whether protos can be read here: protobuf imports (the `proto` extra; no jax needed)."""
     try:
         import google.protobuf  # noqa: F401
-        import jaxlib  # noqa: F401
     except ImportError:
         return False
     return True

@@ -5,7 +5,8 @@ Input formats (`--format`, hlo-opt's names):
 * `hlo` / `txt` — HLO text, parsed by hlo_dedup's own parser (unchanged parts print back
   byte for byte).
 * `pb` — a binary `HloSnapshot`, `HloProto` or `HloModuleProto`, tried in that order as
-  hlo-opt does. XLA (jaxlib) prints the module as HLO text, which is then parsed.
+  hlo-opt does. The module is printed as XLA would print it (without jax,
+  :mod:`hlo_dedup.io.proto_text`), and that text is parsed.
 * `pbtxt` — the same three containers in protobuf text format.
 
 Without `--format` the format comes from the extension (`.pb` → pb, `.pbtxt`/`.textproto` →
@@ -18,7 +19,7 @@ bytes and decompressed on reading; a trailing `.gz` is ignored where the name sa
 format, and an output named `*.gz` is written compressed.
 
 Output formats: `hlo` (text), `pb` (binary `HloModuleProto`, what neuronx-cc takes) and
-`pbtxt` (text-format `HloModuleProto`). Proto output goes through XLA's parser, so only one
+`pbtxt` (text-format `HloModuleProto`). Proto output goes through XLA's parser (jaxlib), so only one
 module can be written per file; the header's `replica_count`/`num_partitions` belong to
 XLA's module config, not to `HloModuleProto`, and are not kept there.
 """

@@ -2,8 +2,11 @@
 
 Who does what:
 
-* **Module <-> HLO text** is jaxlib's own C++ (`hlo_dedup.xla.module_proto_to_text` /
-  `text_to_module_proto`): XLA reads and writes its proto, we never re-implement it.
+* **Module -> HLO text** (reading) is :mod:`hlo_dedup.io.proto_text`, which prints the
+  module exactly as jaxlib's ``module_proto_to_text`` would, needing only ``protobuf``
+  (the ``proto`` extra): reading a ``.pb`` never imports jax.
+* **HLO text -> module** (writing) is jaxlib's own C++ (``hlo_dedup.xla.text_to_module_proto``):
+  only XLA's parser knows how to build an ``HloModuleProto``.
 * **The wrappers** jaxlib rejects are peeled with the `protobuf` package. Both hold the
   module's bytes in field 1 (`HloProto.hlo_module = 1`, `HloSnapshot.hlo = 1` holding an
   `HloProto`). Message classes for exactly those fields are built at run time from a
@@ -15,11 +18,12 @@ Who does what:
   `hlo_dedup.io.hlo_schema` holds a generated table of the messages reachable from
   `HloSnapshot` (field names, numbers, types, enum values and oneofs of jaxlib's own
   `xla/service/hlo.proto` and `xla/xla_data.proto`); `google.protobuf.text_format` parses and
-  prints with classes built from it, and the module's binary form then goes through jaxlib.
+  prints with classes built from it, and the module's binary form then goes through
+  :mod:`hlo_dedup.io.proto_text`.
 
 Like hlo-opt's loader, input is tried as HloSnapshot, then HloProto, then HloModuleProto; because
 protobuf parsing is lenient, a container is accepted only if what it holds looks like a module
-(valid UTF-8 names and at least one named computation), and jaxlib has the last word.
+(valid UTF-8 names and at least one named computation), and the full load has the last word.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ import functools
 import re
 from typing import Any
 
-from ..xla import INSTALL_HINT
+from ..xla import INSTALL_HINT as WRITE_HINT
+
+READ_HINT = "pip install 'hlo-dedup[proto]'"
 
 #: hlo-opt's order (xla/tools/hlo_module_loader.cc `LoadModuleFromData`).
 CONTAINERS: tuple[str, ...] = ("HloSnapshot", "HloProto", "HloModuleProto")
@@ -39,10 +45,12 @@ class ProtoError(ValueError):
 
 
 class ProtoSupportMissing(ImportError):
-    """protobuf or jax/jaxlib (the `xla` extra) is not installed."""
+    """protobuf (the `proto` extra, for reading) or jax/jaxlib (the `xla` extra, for
+    writing) is not installed."""
 
-    def __init__(self, what: str, detail: str = "") -> None:
-        message = f"{what} needs jax, jaxlib and protobuf: {INSTALL_HINT}"
+    def __init__(self, what: str, detail: str = "", *, writing: bool = False) -> None:
+        needs = "jax, jaxlib and protobuf" if writing else "protobuf"
+        message = f"{what} needs {needs}: {WRITE_HINT if writing else READ_HINT}"
         super().__init__(f"{message} ({detail})" if detail else message)
 
 
@@ -51,44 +59,29 @@ class ProtoSupportMissing(ImportError):
 
 
 @functools.lru_cache(maxsize=None)
-def _wire_classes() -> dict[str, Any]:
+def _wire_classes() -> Any:
     """Message classes for the few fields we read, from a descriptor defined here."""
     try:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+        import google.protobuf.message  # noqa: F401  (the runtime must be there)
     except ImportError as exc:
         raise ProtoSupportMissing("reading HLO protos", str(exc)) from None
+    from .descriptors import TYPE_BYTES, TYPE_MESSAGE, TYPE_NUMBERS, FieldSpec, MessageClasses, MessageSpec, encode_file
 
-    F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="hlo_dedup/wire.proto", package="hlo_dedup.wire", syntax="proto3"
-    )
-
-    def message(name: str, *fields: tuple[str, int, int, int, str]) -> None:
-        msg = fdp.message_type.add(name=name)
-        for fname, number, ftype, label, type_name in fields:
-            field = msg.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
-                field.type_name = type_name
-
-    opt, rep = F.LABEL_OPTIONAL, F.LABEL_REPEATED
-    # HloProto { HloModuleProto hlo_module = 1; } read as bytes (wire-compatible).
-    message("HloProto", ("hlo_module", 1, F.TYPE_BYTES, opt, ""))
-    # HloSnapshot { HloProto hlo = 1; }
-    message("HloSnapshot", ("hlo", 1, F.TYPE_MESSAGE, opt, ".hlo_dedup.wire.HloProto"))
-    # Probes that check that bytes look like an HloModuleProto (strings must be UTF-8).
-    message("ComputationProbe", ("name", 1, F.TYPE_STRING, opt, ""))
-    message(
-        "ModuleProbe",
-        ("name", 1, F.TYPE_STRING, opt, ""),
-        ("entry_computation_name", 2, F.TYPE_STRING, opt, ""),
-        ("computations", 3, F.TYPE_MESSAGE, rep, ".hlo_dedup.wire.ComputationProbe"),
-    )
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return {
-        m.name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"hlo_dedup.wire.{m.name}"))
-        for m in fdp.message_type
-    }
+    string = TYPE_NUMBERS["string"]
+    messages = [
+        # HloProto { HloModuleProto hlo_module = 1; } read as bytes (wire-compatible).
+        MessageSpec("HloProto", [FieldSpec("hlo_module", 1, TYPE_BYTES)]),
+        # HloSnapshot { HloProto hlo = 1; }
+        MessageSpec("HloSnapshot", [FieldSpec("hlo", 1, TYPE_MESSAGE, ".hlo_dedup.wire.HloProto")]),
+        # Probes that check that bytes look like an HloModuleProto (strings must be UTF-8).
+        MessageSpec("ComputationProbe", [FieldSpec("name", 1, string)]),
+        MessageSpec("ModuleProbe", [
+            FieldSpec("name", 1, string),
+            FieldSpec("entry_computation_name", 2, string),
+            FieldSpec("computations", 3, TYPE_MESSAGE, ".hlo_dedup.wire.ComputationProbe", repeated=True),
+        ]),
+    ]  # fmt: skip
+    return MessageClasses(encode_file("hlo_dedup/wire.proto", "hlo_dedup.wire", messages, []), "hlo_dedup.wire")
 
 
 def _decode(cls: Any, data: bytes) -> Any | None:
@@ -232,20 +225,29 @@ def module_bytes_to_text_proto(module: bytes) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# Module <-> HLO text, through jaxlib
+# Module -> HLO text (our printer), HLO text -> module (jaxlib)
 
 
 def module_bytes_to_hlo_text(module: bytes) -> str:
-    """XLA's HLO text of a serialized HloModuleProto (raises ProtoError if XLA rejects it or
-    crashes on it: XLA runs in a child process, see `hlo_dedup.xla.isolated`)."""
-    from hlo_dedup.xla import XlaError, XlaUnavailableError, isolated
+    """XLA's HLO text of a serialized HloModuleProto, as jaxlib prints it, without jax.
+
+    Raises ProtoError for bytes XLA would not load, and for content the printer cannot
+    reproduce exactly (the message names the field).
+    """
+    try:
+        from google.protobuf.message import DecodeError
+    except ImportError as exc:
+        raise ProtoSupportMissing("reading HLO protos", str(exc)) from None
+    from . import proto_text
 
     try:
-        return isolated.module_proto_to_text(module)
-    except XlaUnavailableError as exc:
-        raise ProtoSupportMissing("reading HLO protos", exc.detail) from None
-    except XlaError as exc:
-        raise ProtoError(f"XLA rejected the HloModuleProto: {_text_error(exc)}") from None
+        return proto_text.module_to_text(module)
+    except DecodeError as exc:
+        raise ProtoError(f"not a valid HloModuleProto: {_text_error(exc)}") from None
+    except proto_text.InvalidProto as exc:
+        raise ProtoError(f"XLA would reject the HloModuleProto: {exc}") from None
+    except proto_text.UnsupportedProto as exc:
+        raise ProtoError(f"{exc}; convert the module to HLO text with XLA (e.g. hlo-opt) first") from None
 
 
 def hlo_text_to_module_bytes(text: str) -> bytes:
@@ -256,6 +258,6 @@ def hlo_text_to_module_bytes(text: str) -> bytes:
     try:
         return isolated.text_to_module_proto(text)
     except XlaUnavailableError as exc:
-        raise ProtoSupportMissing("writing HLO protos", exc.detail) from None
+        raise ProtoSupportMissing("writing HLO protos", exc.detail, writing=True) from None
     except XlaError as exc:
         raise ProtoError(f"XLA could not parse the module to write it as a proto: {_text_error(exc)}") from None

@@ -1,0 +1,163 @@
+"""Message classes built at run time from a schema held as plain data.
+
+A ``FileDescriptorProto`` is encoded here directly (a handful of fields of
+``descriptor.proto``), so making classes needs neither ``descriptor_pb2`` nor the
+Python descriptor machinery: with the ``upb`` runtime the classes come straight
+from its C extension, which starts several times faster than importing
+``descriptor_pool``. Other runtimes take the public ``descriptor_pool`` /
+``message_factory`` route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+# FieldDescriptorProto.Type / .Label values.
+TYPE_NUMBERS = {
+    "double": 1, "float": 2, "int64": 3, "uint64": 4, "int32": 5, "fixed64": 6, "fixed32": 7,
+    "bool": 8, "string": 9, "bytes": 12, "uint32": 13, "sfixed32": 15, "sfixed64": 16,
+    "sint32": 17, "sint64": 18,
+}  # fmt: skip
+TYPE_MESSAGE, TYPE_ENUM, TYPE_BYTES = 11, 14, 12
+LABEL_OPTIONAL, LABEL_REPEATED = 1, 3
+
+
+@dataclass
+class FieldSpec:
+    name: str
+    number: int
+    type: int
+    type_name: str = ""  # ".package.Outer.Inner" for messages and enums
+    repeated: bool = False
+    oneof: str = ""  # a real oneof's name
+    optional: bool = False  # proto3 ``optional`` (a synthetic oneof)
+
+
+@dataclass
+class MessageSpec:
+    name: str  # "Outer.Inner" for nested messages
+    fields: list[FieldSpec] = field(default_factory=list)
+
+
+@dataclass
+class EnumSpec:
+    name: str
+    values: list[tuple[str, int]] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------
+# Wire encoding of descriptor.proto
+
+
+def varint(value: int) -> bytes:
+    """Base-128 varint; a negative value as its 64-bit two's complement (as int64 fields)."""
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def length_delimited(number: int, payload: bytes) -> bytes:
+    """Field ``number`` holding ``payload`` (wire type 2)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def _str(number: int, text: str) -> bytes:
+    return length_delimited(number, text.encode("utf-8"))
+
+
+def varint_field(number: int, value: int) -> bytes:
+    """Field ``number`` holding ``value`` (wire type 0)."""
+    return varint(number << 3) + varint(value)
+
+
+def _field(spec: FieldSpec, oneof_index: int | None) -> bytes:
+    out = _str(1, spec.name) + varint_field(3, spec.number)
+    out += varint_field(4, LABEL_REPEATED if spec.repeated else LABEL_OPTIONAL) + varint_field(5, spec.type)
+    if spec.type_name:
+        out += _str(6, spec.type_name)
+    if oneof_index is not None:
+        out += varint_field(9, oneof_index)
+    if spec.optional:
+        out += varint_field(17, 1)
+    return out
+
+
+def _enum(spec: EnumSpec) -> bytes:
+    out = _str(1, spec.name.rpartition(".")[2])
+    for name, number in spec.values:
+        out += length_delimited(2, _str(1, name) + varint_field(2, number))
+    return out
+
+
+def encode_file(name: str, package: str, messages: Iterable[MessageSpec], enums: Iterable[EnumSpec]) -> bytes:
+    """A serialized proto3 ``FileDescriptorProto`` (nested names as ``Outer.Inner``)."""
+    messages = list(messages)
+    enums = list(enums)
+    by_name = {m.name: m for m in messages}
+    out = _str(1, name) + _str(2, package)
+
+    def encode(spec: MessageSpec) -> bytes:
+        short = spec.name.rpartition(".")[2]
+        real = list(dict.fromkeys(f.oneof for f in spec.fields if f.oneof))
+        synthetic = ["_" + f.name for f in spec.fields if f.optional]
+        body = _str(1, short)
+        for f in spec.fields:
+            if f.oneof:
+                index: int | None = real.index(f.oneof)
+            elif f.optional:
+                index = len(real) + synthetic.index("_" + f.name)
+            else:
+                index = None
+            body += length_delimited(2, _field(f, index))
+        for child in by_name.values():
+            if child.name.rpartition(".")[0] == spec.name:
+                body += length_delimited(3, encode(child))
+        for enum in enums:
+            if enum.name.rpartition(".")[0] == spec.name:
+                body += length_delimited(4, _enum(enum))
+        for oneof in real + synthetic:
+            body += length_delimited(8, _str(1, oneof))
+        return body
+
+    for spec in messages:
+        if "." not in spec.name:
+            out += length_delimited(4, encode(spec))
+    for enum in enums:
+        if "." not in enum.name:
+            out += length_delimited(5, _enum(enum))
+    return out + _str(12, "proto3")
+
+
+# ------------------------------------------------------------------------------------------
+# Classes
+
+
+class MessageClasses(dict):
+    """Message classes of one serialized file by name (``Outer.Inner`` for nested ones),
+    each made on first use."""
+
+    def __init__(self, serialized: bytes, package: str) -> None:
+        super().__init__()
+        self._package = package
+        try:
+            from google._upb import _message  # the C runtime: no Python descriptor layer
+            from google.protobuf import message
+
+            self._pool = _message.DescriptorPool()
+            self._pool.AddSerializedFile(serialized)
+            self._make = lambda d: _message.MessageMeta(d.name, (message.Message,), {"DESCRIPTOR": d, "__module__": None})
+        except (ImportError, AttributeError, TypeError):
+            from google.protobuf import descriptor_pool, message_factory
+
+            self._pool = descriptor_pool.DescriptorPool()
+            self._pool.AddSerializedFile(serialized)
+            self._make = message_factory.GetMessageClass
+
+    def __missing__(self, name: str) -> Any:
+        cls = self[name] = self._make(self._pool.FindMessageTypeByName(f"{self._package}.{name}"))
+        return cls

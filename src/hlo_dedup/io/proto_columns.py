@@ -1,0 +1,202 @@
+"""Reading a serialized ``HloModuleProto`` column by column.
+
+The module view decodes the module and its computations; each computation's
+instructions stay encoded. All instruction encodings are then decoded in one call
+as ``HloInstructionColumns`` (every field ``repeated``): one list per field over the
+whole module. Each encoding is preceded by a *separator*, one record per aligned
+field holding a value no valid instruction has, so every aligned list is the
+separator then the instruction's own value (if set) for each instruction in turn:
+that says which value belongs to which instruction, including the unset ones. An
+instruction is decoded on its own (:meth:`ModuleData.view`) only when the printer
+needs one of its other fields.
+
+No unknown field in the views or in the columns proves that no field outside
+:data:`hlo_dedup.io.proto_fields.SUPPORTED` is set (sub-messages are checked as they
+are decoded). A non-canonical encoding (an id list written unpacked, a field
+repeated) is re-encoded canonically through the full schema and read again.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import compress
+from operator import sub
+from typing import Any
+
+from .descriptors import length_delimited, varint, varint_field
+from .proto_fields import first_unsupported, message_classes
+from .proto_values import InvalidProto, UnsupportedProto
+
+_NOT_A_MESSAGE = b"\x00"  # a tag of field 0: no valid message encoding is this
+# field -> (separator value, value when unset, whether values append (id lists)).
+_ALIGNED: dict[str, tuple[Any, Any, bool]] = {
+    "name": ("\x00", "", False),
+    "opcode": ("\x00", "", False),
+    "shape": (_NOT_A_MESSAGE, b"", False),
+    "metadata": (_NOT_A_MESSAGE, b"", False),
+    "id": (-1, 0, False),
+    "parameter_number": (-1, 0, False),
+    "operand_ids": (b"", b"", True),  # a packed list is never written empty
+    "control_predecessor_ids": (b"", b"", True),
+    "called_computation_ids": (b"", b"", True),
+    "sharding": (_NOT_A_MESSAGE, None, False),
+    "frontend_attributes": (_NOT_A_MESSAGE, b"", False),
+    "backend_config": (b"\x00\x00", b"", False),
+    "statistics_viz": (_NOT_A_MESSAGE, b"", False),
+    "original_value": (_NOT_A_MESSAGE, None, False),
+}
+
+
+def _separator() -> bytes:
+    fields = message_classes(True)["HloInstructionColumns"].DESCRIPTOR.fields_by_name
+    out = b""
+    for name, (value, _, _) in _ALIGNED.items():
+        number = fields[name].number
+        if isinstance(value, int):
+            out += varint_field(number, value)
+        else:
+            out += length_delimited(number, value.encode() if isinstance(value, str) else value)
+    return out
+
+
+def _align(column: Any, n: int, separator: Any, unset: Any, appends: bool) -> list[Any] | None:
+    """One value per instruction from a column of separators and values (None when
+    a value cannot be told from the separator). Loops run in C: the value at
+    position ``p`` that is the ``t``-th value (from 0) belongs to instruction ``p - t - 1``."""
+    extra = len(column) - n
+    if extra == 0:  # the separators alone: no instruction sets the field
+        return [unset] * n
+    if extra == n:
+        # Every instruction sets it once exactly when no separator is at an odd position.
+        odd = column[1::2]
+        if separator not in odd:
+            return odd
+    values = column[:]
+    positions = list(compress(range(len(values)), map(separator.__ne__, values)))
+    if len(positions) != extra:
+        return None
+    owners = list(map(sub, positions, range(1, extra + 1)))
+    own = list(map(values.__getitem__, positions))
+    out = [unset] * n
+    if len(set(owners)) != extra:  # a field in several records of one instruction
+        if not appends:
+            return None  # a message merges, a scalar's last record wins: the canonical re-encoding says which
+        for i, value in zip(owners, own):
+            out[i] += value  # id lists append
+        return out
+    deque(map(out.__setitem__, owners, own), maxlen=0)
+    return out
+
+
+class ModuleData:
+    """A module as the printer reads it: ``module`` (the view), ``computations`` (their
+    views), ``raw`` (every instruction's encoding, computation after computation),
+    ``bounds`` (each computation's range of ``raw``), ``columns`` (one aligned list
+    per field of :data:`_ALIGNED`) and ``counts`` (how many values each other
+    instruction field has in the whole module)."""
+
+    def __init__(self, data: bytes) -> None:
+        try:
+            self._read(data)
+        except _NotCanonical:
+            full = message_classes(False)["HloModuleProto"].FromString(data)
+            self._read(full.SerializeToString(), canonical=True)
+
+    def _read(self, data: bytes, canonical: bool = False) -> None:
+        classes = message_classes(True)
+        module = classes["HloModuleProtoView"].FromString(data)
+        module.DiscardUnknownFields()
+        if module.ByteSize() != len(data):  # unsupported fields, or a non-canonical encoding
+            _unsupported_or_not_canonical("HloModuleProto", data, canonical)
+        self.module = module
+        self.computations = list(module.computations)
+        raw: list[bytes] = []
+        self.bounds: list[tuple[int, int]] = []
+        for comp in self.computations:
+            start = len(raw)
+            raw.extend(comp.instructions)
+            self.bounds.append((start, len(raw)))
+        self.raw = raw
+        n = len(raw)
+        separator = _separator()
+        columns = classes["HloInstructionColumns"].FromString(separator + separator.join(raw) if raw else b"")
+        from google.protobuf.unknown_fields import UnknownFieldSet
+
+        if len(UnknownFieldSet(columns)):
+            for encoding in raw:
+                path = first_unsupported("HloInstructionProto", encoding)
+                if path is not None:
+                    raise UnsupportedProto(path)
+            if canonical:
+                raise InvalidProto("an instruction does not decode")
+            raise _NotCanonical
+        self.columns: dict[str, list[Any]] = {}
+        for name, (sep, unset, appends) in _ALIGNED.items():
+            values = _align(getattr(columns, name), n, sep, unset, appends)
+            if values is None:
+                if canonical:
+                    raise UnsupportedProto(f"HloInstructionProto.{name}", "a value the reader cannot tell apart")
+                raise _NotCanonical
+            self.columns[name] = values
+        self.counts = {f.name: len(getattr(columns, f.name)) for f in columns.DESCRIPTOR.fields if f.name not in _ALIGNED}
+        self._view_class = classes["HloInstructionProtoView"]
+
+    def view(self, i: int) -> Any:
+        """Instruction ``i`` decoded on its own (message fields as bytes).
+
+        A view that does not re-encode to its input's size had a field in several
+        records (a message field's records merge, which its bytes cannot do) or a
+        non-minimal encoding: it is read again from the full schema's canonical
+        encoding."""
+        raw = self.raw[i]
+        view = self._view_class.FromString(raw)
+        if view.ByteSize() != len(raw):
+            canonical = message_classes(False)["HloInstructionProto"].FromString(raw).SerializeToString()
+            view = self._view_class.FromString(canonical)
+        return view
+
+    def views(self, indices: list[int]) -> Any:
+        """Instructions ``indices`` decoded in one call: a sequence of views."""
+        raw = self.raw
+        framed = b"".join([_ITEM_TAG + varint(len(raw[i])) + raw[i] for i in indices])
+        views = message_classes(True)["HloInstructionViews"].FromString(framed)
+        if views.ByteSize() != len(framed):
+            return [self.view(i) for i in indices]
+        return views.items
+
+    def permute(self, start: int, order: list[int]) -> None:
+        """Reorder instructions ``start .. start + len(order)`` (before any view is made)."""
+        stop = start + len(order)
+        for values in [self.raw, *self.columns.values()]:
+            values[start:stop] = [values[start + k] for k in order]
+
+
+class _NotCanonical(Exception):
+    """The encoding is not canonical: re-encode it and read again."""
+
+
+def _unsupported_or_not_canonical(message: str, data: bytes, canonical: bool) -> None:
+    path = first_unsupported(message, data)
+    if path is not None:
+        raise UnsupportedProto(path)
+    if canonical:
+        raise InvalidProto(f"the {message} does not re-encode to its own size")
+    raise _NotCanonical
+
+
+def packed_int64s(blobs: list[bytes]) -> tuple[list[int], list[int]]:
+    """Decode many packed ``repeated int64`` fields at once: (all values in order,
+    how many each blob holds)."""
+    joined = b"".join(blobs)
+    if not joined:
+        return [], [0] * len(blobs)
+    values = list(message_classes(True)["PackedInt64s"].FromString(b"\x0a" + varint(len(joined)) + joined).values)
+    # Each varint ends with its one byte below 0x80.
+    counts = [len(b.translate(None, _CONTINUATION_BYTES)) for b in blobs]
+    return values, counts
+
+
+_CONTINUATION_BYTES = bytes(range(0x80, 0x100))
+_ITEM_TAG = b"\x0a"  # HloInstructionViews.items: field 1, length-delimited
+
+__all__ = ["ModuleData", "packed_int64s"]

@@ -1,0 +1,420 @@
+"""Computations and instructions of an ``HloModuleProto`` as XLA loads them.
+
+:class:`Instructions` keeps what ``HloComputation::CreateFromProto`` does for every
+computation (the instruction vector in local-id order, operands, users, control
+predecessors, called computations, parameters, root) as one table of parallel lists
+over the module's instructions, read from the columns of
+:mod:`hlo_dedup.io.proto_columns`, and computes XLA's instruction post order;
+:class:`Computation` is one computation's range of that table.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import accumulate, chain, repeat
+from operator import lt
+from typing import Any, Sequence
+
+from ..ir.shape import PrimitiveType
+from .proto_columns import ModuleData, packed_int64s
+from .proto_values import InvalidProto, UnsupportedProto
+
+# HloOpcode strings (hlo_opcode.h), and which of them may call computations.
+OPCODES = frozenset(
+    """abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start
+    all-reduce all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start
+    async-update atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast
+    bitcast-convert broadcast call cbrt ceil cholesky clamp collective-broadcast collective-permute
+    collective-permute-done collective-permute-start compare complex concatenate conditional
+    constant convert convolution copy copy-done copy-start cosine cosh count-leading-zeros
+    custom-call divide domain dot dynamic-reshape dynamic-slice dynamic-update-slice erf
+    exponential exponential-minus-one fft floor fusion gather get-dimension-size get-tuple-element
+    imag infeed iota is-finite log log-plus-one logistic map maximum minimum multiply negate not
+    opt-barrier or outfeed pad parameter partition-id popcnt power ragged-all-to-all ragged-dot real
+    recv recv-done reduce reduce-precision reduce-scatter reduce-window remainder replica-id
+    reshape reverse rng rng-bit-generator rng-get-and-update-state round-nearest-afz
+    round-nearest-even rsqrt scaled-dot scan scatter select select-and-scatter send send-done
+    set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice
+    sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while
+    xor""".split()
+)
+CALLING_OPCODES = frozenset(
+    """all-reduce all-reduce-start async-done async-start async-update call conditional
+    custom-call fusion map reduce reduce-scatter reduce-window scan scatter select-and-scatter
+    sort while""".split()
+)
+ASYNC_OPCODES = frozenset(("async-start", "async-update", "async-done"))
+# Opcodes XLA no longer has; the loader turns them into compare with this direction.
+DEPRECATED_COMPARES = {
+    "equal-to": "EQ", "not-equal-to": "NE", "greater-than-or-equal-to": "GE",
+    "greater-than": "GT", "less-than-or-equal-to": "LE", "less-than": "LT",
+}  # fmt: skip
+_CHANNEL_COLLECTIVES = frozenset(
+    "all-reduce all-gather all-to-all collective-broadcast collective-permute ragged-all-to-all reduce-scatter".split()
+)
+
+_BAD_NAME_CHAR = re.compile(r"[^A-Za-z0-9_.\-\n]|^[^A-Za-z_]|\n[^A-Za-z_]")
+_NOT_ALLOWED = re.compile(rb"[^A-Za-z0-9_.\-]")
+_TYPE_NAMES = frozenset([t.value for t in PrimitiveType] + ["primitive_type_invalid", "buffer"])
+
+
+def sanitized_name(name: str) -> str:
+    """``NameUniquer::GetSanitizedName``, byte by byte over the UTF-8 name."""
+    if not name:
+        return ""
+    if _BAD_NAME_CHAR.search(name) is not None:
+        raw = name.encode("utf-8", "surrogateescape")
+        first = raw[:1] if (raw[:1].isalpha() and raw[:1].isascii()) or raw[:1] == b"_" else b"_"
+        name = (first + _NOT_ALLOWED.sub(b"_", raw[1:])).decode("ascii")
+    if name in _TYPE_NAMES:
+        name += "_"
+    if name.startswith("__") and not name.startswith("__xla_"):
+        name = "a" + name[1:]
+    return name
+
+
+def sanitized_names(names: list[str]) -> list[str]:
+    """:func:`sanitized_name` of each, with one regex scan when all are plain."""
+    joined = "\n".join(names)
+    if (
+        _BAD_NAME_CHAR.search(joined) is None
+        and "\n__" not in joined
+        and not joined.startswith("__")
+        and _TYPE_NAMES.isdisjoint(names)
+        and "" not in names
+    ):
+        return names
+    return [sanitized_name(n) for n in names]
+
+
+def local_id(proto_id: int) -> int:
+    """``HloInstruction::CalculateLocalId``: the low 32 bits, as int32."""
+    low = proto_id & 0xFFFFFFFF
+    return low - (1 << 32) if low >= 1 << 31 else low
+
+
+class Computation:
+    """One computation: its range of the module's instruction table, its root and
+    parameters (table indices), and what loading it sets (thread, fusion/async)."""
+
+    def __init__(self, proto: Any, position: int, start: int, stop: int) -> None:
+        self.proto = proto
+        self.id = proto.id
+        self.position = position  # in the proto's computation list
+        self.name = ""
+        self.thread = proto.execution_thread or "main"
+        self.is_fusion = proto.is_fusion_computation
+        self.is_async = False
+        self.start, self.stop = start, stop
+        self.root = -1
+        self.parameters: list[int] = []
+        self.single_instruction = False
+        self.calls: list[tuple[int, list[Computation]]] = []  # (instruction, callees) in index order
+        self._by_lid: dict[int, int] | None = None
+
+    def index(self, proto_id: int, ids: list[int]) -> int | None:
+        """The table index of the instruction ``proto_id`` names here (only its local part counts)."""
+        if self._by_lid is None:
+            self._by_lid = {local_id(ids[i]): i for i in range(self.start, self.stop)}
+        return self._by_lid.get(local_id(proto_id))
+
+
+class Instructions:
+    """Every instruction of the module as parallel lists (a table), computation after
+    computation in proto order and, within one, in local-id order (the instruction
+    vector ``HloComputation::CreateFromProto`` builds with ``preserve_instruction_ids``).
+
+    Loading checks what XLA's loader checks: operands and control predecessors are
+    instructions of the same computation defined earlier in the proto, and called
+    computations come earlier in the proto than their caller.
+    """
+
+    def __init__(self, data: ModuleData) -> None:
+        self.data = data
+        self.view = data.view
+        columns = data.columns
+        comps = self.computations = [
+            Computation(proto, k, start, stop) for k, (proto, (start, stop)) in enumerate(zip(data.computations, data.bounds))
+        ]
+        n = len(data.raw)
+        self.owner = list(chain.from_iterable(repeat(c.position, c.stop - c.start) for c in comps))
+        self.ids: list[int] = columns["id"]
+        self.position: Sequence[int] = range(n)  # table index -> index in the proto order
+        self.reordered: set[int] = set()  # computations whose proto order is not local-id order
+        self._by_id: dict[int, int] = {}  # id -> index, when ids are unique in the module
+        self._local_id_order()
+        if "" in columns["name"]:
+            raise InvalidProto("an instruction has no name")
+        self.names = sanitized_names(columns["name"])
+        for comp, name in zip(comps, sanitized_names([c.proto.name for c in comps])):
+            comp.name = name
+        self.opcodes: list[str] = list(columns["opcode"])
+        self.directions: dict[int, str] = {}
+        if not OPCODES.issuperset(self.opcodes):
+            self._deprecated_compares()
+        self.shapes: list[bytes] = columns["shape"]
+        self.metadata: list[bytes] = columns["metadata"]
+        self.operands = self._operands()
+        users = [0] * n
+        for o in chain.from_iterable(self.operands):
+            users[o] += 1
+        self.users = users
+        self.control: dict[int, list[int]] = self._control()
+        self.called: dict[int, list[Computation]] = self._called()
+        self.async_threads: dict[int, str] = {}
+        self._roots_and_parameters()
+
+    # -- loading ------------------------------------------------------------------------
+
+    def _local_id_order(self) -> None:
+        """Reorder the computations whose proto lists instructions out of local-id order."""
+        ids = self.ids
+        if ids and min(ids) < 0:
+            raise InvalidProto("an instruction has a negative id")
+        descents = {k for k in range(1, len(ids)) if ids[k - 1] >= ids[k]}
+        position: list[int] | None = None
+        for comp in self.computations:
+            a, b = comp.start, comp.stop
+            if a == b:
+                continue
+            plain = ids[a] >> 32 == ids[b - 1] >> 32 and ids[b - 1] & 0xFFFFFFFF < 1 << 31
+            if plain and not (descents and not descents.isdisjoint(range(a + 1, b))):
+                continue
+            lids = [local_id(x) for x in ids[a:b]]
+            if len(set(lids)) != len(lids):
+                raise InvalidProto(f"computation {comp.proto.name} has repeated instruction ids")
+            order = sorted(range(b - a), key=lids.__getitem__)
+            self.data.permute(a, order)  # ids is one of the permuted columns
+            self.reordered.add(comp.position)
+            if position is None:
+                position = list(range(len(ids)))
+            position[a:b] = [a + k for k in order]
+        if position is not None:
+            self.position = position
+
+    def _deprecated_compares(self) -> None:
+        for i, op in enumerate(self.opcodes):
+            if op not in OPCODES:
+                direction = DEPRECATED_COMPARES.get(op)
+                if direction is None:
+                    raise InvalidProto(f"unknown opcode {op!r} (instruction {self.names[i]})")
+                self.opcodes[i] = "compare"
+                self.directions[i] = direction
+
+    def _operands(self) -> list[list[int]]:
+        """Operand ids to table indices; module-wide ids (XLA's usual) resolve in one map."""
+        ids, blobs = self.ids, self.data.columns["operand_ids"]
+        values, counts = packed_int64s(blobs)
+        by_id = dict(zip(ids, range(len(ids))))
+        if len(by_id) == len(ids):
+            self._by_id = by_id
+            flat = list(map(by_id.get, values))
+        else:
+            flat = [-1] * len(values)  # resolved below, by local id
+        ends = list(accumulate(counts))
+        operands = [flat[b - c : b] for b, c in zip(ends, counts)]
+        # Every operand an earlier instruction of the same computation (checked in C)?
+        owner, position = self.owner, self.position
+        users = list(chain.from_iterable(map(repeat, range(len(ids)), counts)))
+        if (
+            self._by_id
+            and None not in flat
+            and list(map(owner.__getitem__, flat)) == list(map(owner.__getitem__, users))  # type: ignore[arg-type]
+            and all(map(lt, map(position.__getitem__, flat), map(position.__getitem__, users)))  # type: ignore[arg-type]
+        ):
+            return operands  # type: ignore[return-value]
+        suspects = [
+            i for i, ops in enumerate(operands)
+            if ops and (None in ops or -1 in ops or any(owner[o] != owner[i] or position[o] >= position[i] for o in ops))  # type: ignore[index]
+        ]  # fmt: skip
+        for i in suspects:
+            operands[i] = self._earlier(i, blobs[i], "operand")
+        return operands  # type: ignore[return-value]
+
+    def _earlier(self, i: int, proto_ids: bytes, what: str) -> list[int]:
+        """Resolve ids the way XLA's loader does: by local id, among the instructions of
+        ``i``'s computation that come before ``i`` in the proto."""
+        comp = self.computations[self.owner[i]]
+        position = self.position
+        out = []
+        for x in packed_int64s([proto_ids])[0]:
+            k = comp.index(x, self.ids)
+            if k is None or position[k] >= position[i]:
+                raise InvalidProto(f"{self.names[i]} names {what} id {x}, which is not an earlier instruction of {comp.name}")
+            out.append(k)
+        return out
+
+    def _control(self) -> dict[int, list[int]]:
+        blobs = self.data.columns["control_predecessor_ids"]
+        if not any(blobs):
+            return {}
+        return {i: self._earlier(i, blob, "control predecessor") for i, blob in enumerate(blobs) if blob}
+
+    def _called(self) -> dict[int, list[Computation]]:
+        opcodes, comps = self.opcodes, self.computations
+        blobs = self.data.columns["called_computation_ids"]
+        if not any(blobs):
+            return {}
+        callers = [i for i, blob in enumerate(blobs) if blob]
+        for i in callers:
+            if opcodes[i] not in CALLING_OPCODES:
+                raise UnsupportedProto("HloInstructionProto.called_computation_ids", f"on {opcodes[i]}")
+        values, counts = packed_int64s([blobs[i] for i in callers])
+        ends = list(accumulate(counts))
+        ids = [values[b - c : b] for b, c in zip(ends, counts)]
+        get = {c.id: c for c in comps}.get  # XLA looks a callee up by the local part of its id
+        called: dict[int, list[Computation]] = {}
+        for i, callee_ids in zip(callers, ids):
+            callees = [get(local_id(c)) for c in callee_ids]
+            caller = self.owner[i]
+            if None in callees or max([c.position for c in callees], default=-1) >= caller:  # type: ignore[union-attr]
+                raise InvalidProto(f"{self.names[i]} calls a computation that is not defined before its caller")
+            opcode = opcodes[i]
+            if opcode == "fusion":
+                for comp in callees:
+                    comp.is_fusion = True  # type: ignore[union-attr]
+            elif opcode == "async-start":
+                for comp in callees:
+                    comp.is_async = True  # type: ignore[union-attr]
+            elif opcode in ("async-update", "async-done"):
+                continue  # XLA reaches the wrapped computation through the async-start
+            if callees:
+                called[i] = callees  # type: ignore[assignment]
+                comps[caller].calls.append((i, called[i]))  # type: ignore[arg-type]
+        return called
+
+    def _roots_and_parameters(self) -> None:
+        comps, opcodes = self.computations, self.opcodes
+        params = self.parameters = [i for i, op in enumerate(opcodes) if op == "parameter"]
+        numbered: list[list[tuple[int, int]]] = [[] for _ in comps]
+        owner, param_numbers = self.owner, self.data.columns["parameter_number"]
+        for i in params:
+            numbered[owner[i]].append((param_numbers[i], i))
+        by_id = self._by_id
+        for comp, numbers in zip(comps, numbered):
+            root = by_id.get(comp.proto.root_id, -1)
+            if not comp.start <= root < comp.stop:
+                root = comp.index(comp.proto.root_id, self.ids) if comp.stop > comp.start else None
+            if root is None:
+                raise InvalidProto(f"computation {comp.name} has no root instruction {comp.proto.root_id}")
+            comp.root = root
+            numbers.sort()
+            if [n for n, _ in numbers] != list(range(len(numbers))):
+                raise InvalidProto(f"computation {comp.name} has parameter numbers {[n for n, _ in numbers]}")
+            comp.parameters = [i for _, i in numbers]
+            # CanExpandIntoSingleInstruction: only the root and parameters.
+            comp.single_instruction = comp.stop - comp.start == len(numbers) + (opcodes[root] != "parameter")
+
+    # -- threads ------------------------------------------------------------------------
+
+    def set_thread(self, comp: Computation, thread: str) -> None:
+        """``SetThreadName``: ``comp`` and everything it calls, async ops included."""
+        comp.thread = thread
+        for i, called in comp.calls:
+            opcode = self.opcodes[i]
+            if opcode == "async-start":
+                self.set_async_thread(i, thread)
+            elif opcode not in ASYNC_OPCODES:
+                for callee in called:
+                    self.set_thread(callee, thread)
+
+    def set_async_thread(self, i: int, thread: str) -> None:
+        """``HloAsyncStartInstruction::set_async_execution_thread``."""
+        self.async_threads[i] = thread
+        for callee in self.called.get(i, ()):
+            self.set_thread(callee, thread)
+
+    # -- orders -------------------------------------------------------------------------
+
+    def post_order(self, channel_dependencies: bool) -> list[int]:
+        """``ForEachInstructionPostOrder`` of every computation, one after the other:
+        a DFS from each unused instruction in index order, operands first to last,
+        control predecessors, and (for collectives sharing a channel) the earlier
+        collectives of that channel in the same computation. A computation's order is
+        the slice ``[start, stop)`` of the result."""
+        operands, control = self.operands, self.control
+        deps = self._channel_dependencies() if channel_dependencies else {}
+        entered = bytearray(len(operands))
+        out: list[int] = []
+        append = out.append
+        for start, used in enumerate(self.users):
+            if used or entered[start]:
+                continue
+            stack = [start]
+            pop, push, extend = stack.pop, stack.append, stack.extend
+            while stack:
+                current = pop()
+                if current < 0:  # ~i: every operand of i is out
+                    append(~current)
+                    continue
+                if entered[current]:
+                    continue
+                entered[current] = 1
+                push(~current)
+                # Pushed in reverse of the visiting order: control predecessors,
+                # operands first to last, then the channel's earlier collectives.
+                if deps and current != start and current in deps:
+                    extend(deps[current])
+                extend(reversed(operands[current]))
+                if control and current in control:
+                    extend(control[current])
+        return out
+
+    def _channel_dependencies(self) -> dict[int, list[int]]:
+        groups: dict[tuple[int, int], list[int]] = {}
+        deps: dict[int, list[int]] = {}
+        for i, opcode in enumerate(self.opcodes):
+            if opcode in _CHANNEL_COLLECTIVES:
+                view = self.view(i)
+                channel = view.channel_id
+                if opcode in ("all-reduce", "reduce-scatter") and view.all_reduce_id > 0:
+                    channel = view.all_reduce_id
+                if channel > 0:
+                    group = groups.setdefault((self.owner[i], channel), [])
+                    if group:
+                        deps[i] = list(group)
+                    group.append(i)
+        return deps
+
+    def embedded_computations(self, comp: Computation) -> list[Computation]:
+        """``MakeEmbeddedComputationsList``: callees in DFS post order."""
+        visited: set[int] = set()
+        post: list[Computation] = []
+        stack: list[list[Any]] = []
+
+        def push(called: list[Computation]) -> None:
+            for callee in reversed(called):
+                if callee.position not in visited:
+                    visited.add(callee.position)
+                    stack.append([callee, iter(callee.calls)])
+
+        for _, called in comp.calls:
+            push(called)
+            while stack:
+                top = stack[-1]
+                nxt = next(top[1], None)
+                if nxt is None:
+                    stack.pop()
+                    post.append(top[0])
+                else:
+                    push(nxt[1])
+        return post
+
+    def async_root(self, i: int) -> int | None:
+        """The wrapped instruction a sugared async op prints as (``syntax_sugar_async_ops``
+        is on in the default options), when its computation is that instruction plus
+        parameters; None otherwise."""
+        start = i
+        while self.opcodes[start] != "async-start":
+            ops = self.operands[start]
+            if len(ops) != 1 or self.opcodes[ops[0]] not in ("async-start", "async-update"):
+                raise InvalidProto(f"{self.opcodes[i]} {self.names[i]} does not follow an async-start")
+            start = ops[0]
+        called = self.called.get(start, [])
+        if len(called) != 1:
+            raise InvalidProto(f"async-start {self.names[start]} needs one called computation")
+        comp = called[0]
+        return comp.root if comp.single_instruction else None
+
+
+__all__ = ["Computation", "Instructions", "local_id", "sanitized_name"]

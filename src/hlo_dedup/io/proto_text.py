@@ -1,0 +1,304 @@
+"""HloModuleProto -> HLO text, byte-identical to jaxlib's ``module_proto_to_text``, without XLA.
+
+jaxlib loads the proto (``HloModule::CreateFromProto``) and prints it with
+``HloPrintOptions::Default()`` plus ``print_large_constants``. This module reproduces
+that: computations ordered by id and printed callees first from each root
+computation (``MakeComputationPostOrder``), instructions in schedule order or in
+XLA's post order (``ForEachInstructionPostOrder``, channel dependencies included),
+async ops in their sugared form, names sanitised, the stack-frame table renumbered
+as XLA rebuilds it, and every attribute in ``PrintWithCanonicalNameMap`` order.
+
+The proto is decoded by the ``protobuf`` runtime with classes built from the
+project's schema table (:mod:`hlo_dedup.io.proto_fields`). Every field that is set
+must be one this package prints exactly (or one XLA's printer ignores); anything
+else raises :class:`UnsupportedProto` naming the field. We never guess, and never
+fall back to jaxlib: reading a ``.pb`` behaves the same with or without jax.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+from .proto_columns import ModuleData
+from .proto_fields import Decoder
+from .proto_instruction import Computation, Instructions, sanitized_name
+from .proto_line import LinePrinter
+from .proto_values import InvalidProto, ShapeText, UnsupportedProto, escape, frontend_attributes, shape_index
+
+__all__ = ["InvalidProto", "UnsupportedProto", "module_to_text"]
+
+
+def module_to_text(data: bytes) -> str:
+    """The HLO text XLA prints for a serialized ``HloModuleProto``.
+
+    Raises :class:`InvalidProto` for a proto XLA would not load and
+    :class:`UnsupportedProto` for content this printer cannot reproduce exactly.
+    The cyclic garbage collector is paused meanwhile: everything built here is
+    acyclic or short-lived, and collections over it would only cost time.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _ModulePrinter(ModuleData(data)).text()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _ModulePrinter:
+    def __init__(self, data: ModuleData) -> None:
+        self.module = module = data.module
+        self.decoder = Decoder()
+        self.shapes = ShapeText(self.decoder.decode)
+        self.lines = LinePrinter(self.decoder, self.shapes)
+        by_id: dict[int, Computation] = {}
+        table = self.table = Instructions(data)
+        for comp in table.computations:
+            if comp.id in by_id:
+                raise InvalidProto(f"computation id {comp.id} is used twice")
+            by_id[comp.id] = comp
+        self.computations = [by_id[i] for i in sorted(by_id)]  # HloModule sorts by proto id
+        entry = by_id.get(module.entry_computation_id)
+        if entry is None:
+            raise InvalidProto(f"entry computation id {module.entry_computation_id} is not a computation")
+        self.entry = entry
+        if not module.HasField("host_program_shape"):
+            raise InvalidProto("the module has no host_program_shape")
+        self._check_unique_names()
+        self._apply_async_threads()
+        self.schedule = self._schedule(by_id)
+
+    # -- loading ------------------------------------------------------------------------
+
+    def _check_unique_names(self) -> None:
+        names = [c.name for c in self.computations]
+        if len(set(names)) != len(names):
+            raise InvalidProto("computation names are not unique")
+        if len(set(self.table.names)) != len(self.table.names):
+            raise InvalidProto("instruction names are not unique in the module")
+
+    def _apply_async_threads(self) -> None:
+        """``HloAsyncStartInstruction::set_async_execution_thread``, run as each
+        async-start is created: its wrapped computations take its thread."""
+        table = self.table
+        starts = [i for i in table.called if table.opcodes[i] == "async-start"]
+        for i in sorted(starts, key=table.position.__getitem__):  # proto order
+            table.set_async_thread(i, table.view(i).async_execution_thread or "main")
+
+    def _schedule(self, by_id: dict[int, Computation]) -> dict[int, list[int]]:
+        module = self.module
+        if not module.HasField("schedule"):
+            return {}
+        schedule = self.decoder.decode("HloScheduleProto", module.schedule)
+        ids = self.table.ids
+        sequences: dict[int, list[int]] = {}
+        for entry in schedule.sequences:
+            comp = by_id.get(entry.key)
+            if comp is None:
+                raise InvalidProto(f"the schedule names computation id {entry.key}, which does not exist")
+            order = [comp.index(x, ids) for x in entry.value.instruction_ids]
+            if None in order or sorted(order) != list(range(comp.start, comp.stop)):  # type: ignore[type-var]
+                raise InvalidProto(f"the schedule of {comp.name} does not list each instruction once")
+            sequences[entry.key] = order  # type: ignore[assignment]
+        for comp in self.computations:
+            if comp.id not in sequences and not comp.is_fusion:
+                raise InvalidProto(f"computation {comp.name} is not scheduled")
+        return sequences
+
+    # -- printing -----------------------------------------------------------------------
+
+    def text(self) -> str:
+        table = self.table
+        frames = _StackFrames(self.module, self.decoder)
+        frames.collect(table.metadata, self.lines)
+        lines = self.lines.lines(table, frames.remap)
+        parts = [self._header(), frames.text(), "\n\n"]
+        post_order: list[int] | None = None
+        for comp in self._computation_order():
+            if comp.is_async and comp.single_instruction:
+                continue  # printed through its sugared async-start
+            order = self.schedule.get(comp.id)
+            if order is None:
+                if post_order is None:
+                    post_order = table.post_order(not self._single_partition_device_assignment())
+                order = post_order[comp.start : comp.stop]
+            parts.append(self._computation_text(comp, order, lines))
+            parts.append("\n\n")
+        return "".join(parts)
+
+    def _single_partition_device_assignment(self) -> bool:
+        """``ComputeChannelDependencies`` is empty for a static one-computation device
+        assignment (the config never turns on SPMD partitioning when loading a proto)."""
+        module = self.module
+        if not module.HasField("device_assignment"):
+            return False
+        return self.decoder.decode("DeviceAssignmentProto", module.device_assignment).computation_count == 1
+
+    def _computation_order(self) -> list[Computation]:
+        """``MakeComputationPostOrder(dfs_postorder=true)``."""
+        called = {c.position for cs in self.table.called.values() for c in cs}
+        added: set[int] = set()
+        order: list[Computation] = []
+        for comp in self.computations:
+            if comp.position in called:
+                continue
+            for embedded in self.table.embedded_computations(comp):
+                if embedded.position not in added:
+                    added.add(embedded.position)
+                    order.append(embedded)
+            added.add(comp.position)
+            order.append(comp)
+        if len(order) != len(self.computations):
+            raise InvalidProto("some computations are only reachable through a cycle of calls")
+        return order
+
+    def _header(self) -> str:
+        module = self.module
+        parts = ["HloModule ", sanitized_name(module.name)]
+        if self.schedule:
+            parts.append(", is_scheduled=true")
+        aliasing = self._input_output_alias()
+        if aliasing:
+            parts.append(", input_output_alias={ " + aliasing + " }")
+        donors = self._buffer_donors()
+        if donors:
+            parts.append(", buffer_donor={ " + donors + " }")
+        parts.append(", entry_computation_layout={" + self._entry_layout() + "}")
+        if module.frontend_attributes:
+            text = frontend_attributes(self.decoder.decode("FrontendAttributes", module.frontend_attributes))
+            if text != "{}":
+                parts.append(", frontend_attributes=" + text)
+        return "".join(parts)
+
+    def _entry_layout(self) -> str:
+        """``ComputationLayout::Print`` of the host program shape."""
+        program = self.decoder.decode("ProgramShapeProto", self.module.host_program_shape)
+        text = "("
+        for i, param in enumerate(program.parameters):
+            if i:
+                text += f", /*index={i}*/" if i % 5 == 0 else ", "
+            text += self.shapes.text(param.SerializeToString())
+        if not program.HasField("result"):
+            raise InvalidProto("the host program shape has no result")
+        return text + ")->" + self.shapes.text(program.result.SerializeToString())
+
+    def _input_output_alias(self) -> str:
+        """``HloInputOutputAliasConfig::ToShortString``, in output shape-index order."""
+        if not self.module.HasField("input_output_alias"):
+            return ""
+        aliasing = self.decoder.decode("HloInputOutputAliasProto", self.module.input_output_alias)
+        root = self.shapes.proto(self.table.shapes[self.entry.root])
+        entries = []
+        seen = set()
+        for e in aliasing.entries:
+            index = tuple(e.output_shape_index)
+            if index in seen:
+                raise InvalidProto(f"output {shape_index(index)} is aliased twice")
+            seen.add(index)
+            _check_shape_index(root, index)
+            kind = "must-alias" if e.kind == 2 else "may-alias"
+            text = f"{shape_index(index)}: ({e.parameter_number}, {shape_index(e.parameter_shape_index)}, {kind})"
+            entries.append((index, text))
+        entries.sort(key=lambda item: item[0])
+        return ", ".join(text for _, text in entries)
+
+    def _buffer_donors(self) -> str:
+        """``HloBufferDonorConfig::ToShortString``, ordered by (parameter, index)."""
+        if not self.module.HasField("buffer_donor"):
+            return ""
+        donor = self.decoder.decode("HloBufferDonorProto", self.module.buffer_donor)
+        donors = sorted({(e.parameter_number, tuple(e.parameter_shape_index)) for e in donor.entries})
+        return ", ".join(f"({p}, {shape_index(i)})" for p, i in donors)
+
+    def _computation_text(self, comp: Computation, order: list[int], lines: list[str]) -> str:
+        shapes, names, text_without_layout = self.table.shapes, self.table.names, self.shapes.text_without_layout
+        params = ", ".join([f"{names[p]}: {text_without_layout(shapes[p])}" for p in comp.parameters])
+        result = text_without_layout(shapes[comp.root])
+        head = ("ENTRY %" if comp is self.entry else "%") + f"{comp.name} ({params}) -> {result} {{\n  "
+        body = [lines[i] for i in order]
+        root = order.index(comp.root)
+        body[root] = "ROOT " + body[root]
+        tail = "\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"'
+        return head + "\n  ".join(body) + tail
+
+
+def _check_shape_index(shape: Any, index: tuple[int, ...]) -> None:
+    for i in index:
+        if shape.element_type != 13 or not 0 <= i < len(shape.tuple_shapes):
+            raise InvalidProto(f"input_output_alias output index {shape_index(index)} is not in the shape")
+        shape = shape.tuple_shapes[i]
+
+
+class _StackFrames:
+    """The module's stack-frame table as XLA rebuilds it while loading: each
+    instruction's frame chain is re-added, root frame first, computation by
+    computation in proto order and instruction by instruction in id order."""
+
+    def __init__(self, module: Any, decoder: Decoder) -> None:
+        self.source = (
+            decoder.decode("StackFrameIndexProto", module.stack_frame_index)
+            if module.HasField("stack_frame_index")
+            else None
+        )
+        self.files: dict[str, int] = {}
+        self.functions: dict[str, int] = {}
+        self.locations: dict[tuple[int, ...], int] = {}
+        self.frames: dict[tuple[int, int], int] = {}
+        self.new_ids: dict[int, int] = {}
+
+    def collect(self, metadata_list: list[bytes], lines: LinePrinter) -> None:
+        new_ids = self.new_ids
+        for metadata in metadata_list:
+            if metadata:
+                old = lines.metadata_of(metadata)[1]
+                if old and old not in new_ids:
+                    new_ids[old] = self._add(old)
+
+    def remap(self, old: int) -> int:
+        return self.new_ids[old]
+
+    def _add(self, old: int) -> int:
+        source = self.source
+        if source is None or not 0 < old <= len(source.stack_frames):
+            return 0  # XLA warns "Invalid stack_frame_id" and drops it
+        chain = []
+        seen = set()
+        while old:
+            if old in seen or not 0 < old <= len(source.stack_frames):
+                raise InvalidProto("the stack frame table has a cycle or a dangling parent")
+            seen.add(old)
+            frame = source.stack_frames[old - 1]
+            chain.append(frame)
+            old = frame.parent_frame_id
+        parent = 0
+        for frame in reversed(chain):
+            if not 0 < frame.file_location_id <= len(source.file_locations):
+                raise InvalidProto("a stack frame names a missing file location")
+            loc = source.file_locations[frame.file_location_id - 1]
+            if not (0 < loc.file_name_id <= len(source.file_names)
+                    and 0 < loc.function_name_id <= len(source.function_names)):
+                raise InvalidProto("a file location names a missing file or function")
+            file_id = self.files.setdefault(source.file_names[loc.file_name_id - 1], len(self.files) + 1)
+            func_id = self.functions.setdefault(source.function_names[loc.function_name_id - 1], len(self.functions) + 1)
+            key = (file_id, func_id, loc.line, loc.column, loc.end_line, loc.end_column)
+            loc_id = self.locations.setdefault(key, len(self.locations) + 1)
+            parent = self.frames.setdefault((loc_id, parent), len(self.frames) + 1)
+        return parent
+
+    def text(self) -> str:
+        """``HloModule::PrintStackFrameIndex``."""
+        if not self.frames:
+            return ""
+        out = ["\n\nFileNames\n"]
+        out.extend(f'{i} "{escape(name)}"\n' for name, i in self.files.items())
+        out.append("\nFunctionNames\n")
+        out.extend(f'{i} "{escape(name)}"\n' for name, i in self.functions.items())
+        out.append("\nFileLocations\n")
+        for (file_id, func_id, line, column, end_line, end_column), i in self.locations.items():
+            out.append(f"{i} {{file_name_id={file_id} function_name_id={func_id} line={line} "
+                       f"end_line={end_line} column={column} end_column={end_column}}}\n")
+        out.append("\nStackFrames\n")
+        for (loc_id, parent), i in self.frames.items():
+            out.append(f"{i} {{file_location_id={loc_id} parent_frame_id={parent + 1}}}\n")
+        return "".join(out)

@@ -1,0 +1,206 @@
+"""Reading an HloModuleProto without jax (`hlo_dedup.io.proto_text`).
+
+* every corpus and JAX module's proto prints as jaxlib's own printer prints it, byte for byte,
+  and so do protos written in ways XLA's writer never uses (a field split over records);
+* a `.pb` run of the command never imports jax or jaxlib;
+* a cut or corrupted proto is read (as XLA may read it) or one `file: error:` line with
+  exit 2, never a traceback.
+
+The protos come from XLA's parser (the `xla_client` fixture), so these are oracle tests.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import support
+from hlo_dedup import cli
+from hlo_dedup.io import proto
+from hlo_dedup.text import split_module_texts
+
+FSDP = support.JAX_DATA / "fsdp_shard_map.hlo"
+#: Protos larger than this are left out of the per-module comparison: one corpus module
+#: (launch_dimensions' `LargeConstant`, an f32[10000,10000] `constant(0)`) becomes 400 MB of
+#: proto and 300 MB of text, about 80 s to print; benchmarks/proto_input.py --files times it.
+LARGEST_COMPARED = 64 << 20
+
+
+@pytest.fixture(scope="module")
+def oracle(xla_client):  # type: ignore[no-untyped-def]
+    from hlo_dedup.xla import oracle
+
+    return oracle
+
+
+@pytest.fixture(scope="module")
+def fsdp_proto(oracle) -> bytes:  # type: ignore[no-untyped-def]
+    return oracle.text_to_module_proto(FSDP.read_text())
+
+
+def module_protos(oracle, path: Path) -> list[tuple[int, bytes]]:  # type: ignore[no-untyped-def]
+    """(first line, HloModuleProto) of every module in `path` XLA's parser accepts (some corpus
+    pieces are XLA's own negative parser tests)."""
+    from hlo_dedup.xla import XlaError
+
+    out = []
+    for first_line, piece in split_module_texts(path.read_text()):
+        try:
+            out.append((first_line, oracle.text_to_module_proto(piece)))
+        except XlaError:
+            continue
+    return out
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(
+    "path", support.corpus_files() + support.jax_modules(), ids=lambda p: f"{p.parent.name}/{p.stem}"
+)
+def test_proto_prints_as_jaxlib(oracle, path: Path) -> None:  # type: ignore[no-untyped-def]
+    for first_line, data in module_protos(oracle, path):
+        if len(data) > LARGEST_COMPARED:
+            continue
+        ours = proto.module_bytes_to_hlo_text(data)
+        assert ours == oracle.module_proto_to_text(data), f"the module at line {first_line}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Encodings XLA's writer never produces, which XLA's reader accepts
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    from hlo_dedup.io.descriptors import length_delimited
+
+    return length_delimited(number, payload)
+
+
+def _rewrite_instruction(data: bytes, edit) -> bytes:  # type: ignore[no-untyped-def]
+    """`data` with the first instruction `edit` returns new bytes for (given the decoded
+    instruction and its encoding) re-encoded in place; the rest of the module keeps its bytes."""
+    from hlo_dedup.io.proto_fields import message_classes
+
+    views, full = message_classes(True), message_classes(False)
+    module = views["HloModuleProtoView"].FromString(data)
+    for computation in module.computations:
+        for k, encoding in enumerate(computation.instructions):
+            new = edit(full["HloInstructionProto"].FromString(encoding), encoding)
+            if new is not None:
+                computation.instructions[k] = new
+                return module.SerializeToString()
+    raise AssertionError("no instruction to edit")
+
+
+def _split_field(field: str):  # type: ignore[no-untyped-def]
+    """An edit writing the message field `field` as two records, its set fields alternating
+    between them: protobuf merges them back into one message."""
+
+    def edit(ins, encoding: bytes) -> bytes | None:  # type: ignore[no-untyped-def]
+        if not ins.HasField(field) or len(getattr(ins, field).ListFields()) < 2:
+            return None
+        value = getattr(ins, field)
+        halves = [type(value)(), type(value)()]
+        for k, (descriptor, item) in enumerate(value.ListFields()):
+            half = halves[k % 2]
+            if descriptor.is_repeated:
+                getattr(half, descriptor.name).extend(item)
+            elif descriptor.message_type is not None:
+                getattr(half, descriptor.name).CopyFrom(item)
+            else:
+                setattr(half, descriptor.name, item)
+        rest = type(ins)()
+        rest.CopyFrom(ins)
+        rest.ClearField(field)
+        number = ins.DESCRIPTOR.fields_by_name[field].number
+        return rest.SerializeToString() + b"".join(_length_delimited(number, h.SerializeToString()) for h in halves)
+
+    return edit
+
+
+def _rename(ins, encoding: bytes) -> bytes:  # type: ignore[no-untyped-def]
+    """The name written a second time: the last record wins."""
+    return encoding + _length_delimited(ins.DESCRIPTOR.fields_by_name["name"].number, b"renamed.7")
+
+
+@pytest.mark.parametrize(
+    "module, edit",
+    [
+        ("fsdp_shard_map", _split_field("shape")),
+        ("gspmd_after_spmd", _split_field("metadata")),
+        ("fsdp_shard_map", _split_field("dot_dimension_numbers")),
+        ("conv", _split_field("convolution_dimension_numbers")),
+        ("fsdp_shard_map", _rename),
+    ],
+    ids=["shape", "metadata", "dot_dimension_numbers", "convolution_dimension_numbers", "name twice"],
+)
+def test_fields_split_over_records_read_as_xla_reads_them(oracle, module: str, edit) -> None:  # type: ignore[no-untyped-def]
+    data = _rewrite_instruction(oracle.text_to_module_proto((support.JAX_DATA / f"{module}.hlo").read_text()), edit)
+    assert proto.module_bytes_to_hlo_text(data) == oracle.module_proto_to_text(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# The command
+
+
+def test_a_pb_run_imports_no_jax(tmp_path: Path, fsdp_proto: bytes) -> None:
+    src = tmp_path / "m.hlo.pb"
+    src.write_bytes(fsdp_proto)
+    out = tmp_path / "out.hlo"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hlo_dedup", str(src), "--passes=", "-o", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    assert "hlo_dedup.io.proto_text" in imported  # the measurement sees the reader's imports
+    assert [name for name in imported if name.split(".")[0] in ("jax", "jaxlib")] == []
+    assert out.read_text() == proto.module_bytes_to_hlo_text(fsdp_proto)
+
+
+def run_command(src: Path, tmp_path: Path) -> tuple[int, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    status = cli.main([str(src), "--passes=", "-o", str(tmp_path / "out.hlo")], stdout=stdout, stderr=stderr)
+    return status, stderr.getvalue()
+
+
+def assert_one_error_line(status: int, stderr: str, src: Path) -> None:
+    assert status == 2, stderr
+    assert stderr.count("\n") == 1 and stderr.startswith(f"{src}: error: "), stderr
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+
+
+def test_cut_protos_are_read_or_refused_in_one_line(tmp_path: Path, fsdp_proto: bytes) -> None:
+    """A copy that stopped early: a cut at a field boundary may still be a module (XLA
+    reads one too, without its last fields); any other cut is one error line."""
+    src = tmp_path / "cut.pb"
+    cuts = sorted(set(range(1, len(fsdp_proto), max(1, len(fsdp_proto) // 300))) | {len(fsdp_proto) - 1})
+    refused = 0
+    for cut in cuts:
+        src.write_bytes(fsdp_proto[:cut])
+        status, stderr = run_command(src, tmp_path)
+        if status != 0:
+            assert_one_error_line(status, stderr, src)
+            refused += 1
+    assert refused > len(cuts) // 2
+
+
+def test_corrupted_protos_are_read_or_refused_in_one_line(tmp_path: Path, fsdp_proto: bytes) -> None:
+    """Bytes flipped at random: XLA's reader might accept some (a changed name or number),
+    and so may we; anything else is one error line."""
+    src = tmp_path / "corrupt.pb"
+    rng = random.Random(20260)
+    refused = 0
+    for _ in range(300):
+        data = bytearray(fsdp_proto)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        src.write_bytes(bytes(data))
+        status, stderr = run_command(src, tmp_path)
+        if status != 0:
+            assert_one_error_line(status, stderr, src)
+            refused += 1
+    assert refused > 0
