@@ -103,33 +103,6 @@ def instruction_error(inst: HloInstruction, message: str) -> HloParseError:
 
 
 # ------------------------------------------------------------------------ raw values
-def at_top_level(text: str, at: int) -> bool:
-    """True if offset `at` of an attribute text is outside every quoted string and bracket
-    (and no comment comes before it): the strings ahead of it, such as the axis names of a
-    mesh `replica_groups`, are stepped over whole."""
-    depth = 0
-    pos = 0
-    while True:
-        m = _TOP_LEVEL_SPECIAL.search(text, pos, at)
-        if m is None:
-            return depth == 0
-        ch = m.group()
-        if ch in "\"'":
-            string = _STRING.match(text, m.start())
-            if string is None or string.end() > at:
-                return False
-            pos = string.end()
-            continue
-        if ch == "/":
-            return False
-        depth += 1 if ch in "{[(" else -1
-        pos = m.end()
-
-
-#: What decides whether an offset is at the top level of an attribute text.
-_TOP_LEVEL_SPECIAL = re.compile(r"[\"'{}\[\]()/]")
-
-
 def attribute_value_at(inst: HloInstruction, start: int, key: str) -> str | None:
     """The raw value of `key` starting at `start` of the unsplit attribute text, or None
     to let the caller split the whole list (which reports any malformed text)."""

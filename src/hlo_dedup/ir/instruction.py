@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from ..syntax.lexer import at_top_level
 from . import attributes as _attributes
 from .opcodes import (
     ALWAYS_SIDE_EFFECTING,
@@ -264,7 +265,7 @@ class HloInstruction:
             # The first `, key=` outside every string and bracket is the attribute itself:
             # read just its value.
             at = text.find(", " + key + "=")
-            if at >= 0 and _attributes.at_top_level(text, at):
+            if at >= 0 and at_top_level(text, at):
                 value = _attributes.attribute_value_at(self, at + len(key) + 3, key)
                 if value is not None:
                     return value

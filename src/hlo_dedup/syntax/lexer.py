@@ -120,6 +120,30 @@ _GROUP_SPECIAL = re.compile(r"[\"'/{}()\[\]]")
 _JSON_SPECIAL = re.compile(r'["{}]')
 
 
+def at_top_level(text: str, at: int) -> bool:
+    """True if offset `at` of an attribute text is outside every quoted string and bracket
+    (and no comment comes before it): the strings ahead of it, such as the axis names of a
+    mesh `replica_groups`, are stepped over whole. The scan `match_group` makes, from the
+    start of the text instead of from an opening bracket."""
+    depth = 0
+    pos = 0
+    while True:
+        m = _GROUP_SPECIAL.search(text, pos, at)
+        if m is None:
+            return depth == 0
+        ch = m.group()
+        if ch == '"' or ch == "'":
+            string = _STRING.match(text, m.start())
+            if string is None or string.end() > at:
+                return False
+            pos = string.end()
+            continue
+        if ch == "/":
+            return False
+        depth += 1 if ch in _OPEN else -1
+        pos = m.end()
+
+
 def _attribute_value_end(text: str, pos: int, key: str, single: bool) -> int:
     """End of the raw value of `key=` starting at `pos` (hlo-text-format §8.1).
 

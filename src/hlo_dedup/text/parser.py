@@ -290,9 +290,11 @@ class _Parser:
         """`read_computation`'s arguments for a header as XLA prints it (one line, read with
         one regex, checked by the careful reader's scanners); None to read it carefully."""
         m = _HEADER.match(self.text, lead_start)
-        entry, name = (m.group(1), m.group(3)) if m is not None else (None, "ENTRY")
+        if m is None:
+            return None
+        entry, name = m.group(1), m.group(3)
         if (entry is None and name == "ENTRY") or self.module.get_computation(name) is not None:  # type: ignore[union-attr]
-            return None  # no match, or the careful reader says what is wrong
+            return None  # the careful reader says what is wrong
         try:
             if match_group(self.text, m.start(4)) != m.end(4) or shape_end(self.text, m.start(5)) != m.end(5):
                 return None
@@ -303,8 +305,7 @@ class _Parser:
     def read_computation(self, lead_start: int, is_entry: bool, name: str, percent: bool, has_signature: bool,
                          start: int, end: int) -> HloComputation:
         """The computation whose header spans `lead_start` to its body's `{` (at `start`)."""
-        text = self.text
-        module = self.module
+        text, module = self.text, self.module
         assert module is not None
         span = ComputationSpan(text[lead_start:end], start, percent=percent, has_signature=has_signature)
         comp = HloComputation(name, is_entry=is_entry, span=span)
