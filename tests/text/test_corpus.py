@@ -167,26 +167,27 @@ def test_fast_path_matches_careful_reader() -> None:
 
 
 def test_fast_path_really_is_taken_and_bypassed() -> None:
-    """Sanity for the switch: with the fast path off, nothing is read by it."""
+    """Sanity for the switch: the fast path reads a whole XLA-printed body; with it off,
+    nothing is read by it."""
     text = "HloModule m\n\nENTRY e {\n  p = f32[2]{0} parameter(0)\n  ROOT a = f32[2]{0} add(p, p)\n}\n"
     from hlo_dedup.text import parser as parser_module
 
-    calls = []
-    original = parser_module.instruction_from_line
+    stops = []
+    original = parser_module.read_printed_lines
 
     def spy(*args):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return original(*args)
+        stops.append(original(*args))
+        return stops[-1]
 
-    parser_module.instruction_from_line = spy
+    parser_module.read_printed_lines = spy
     try:
         parse_module(text)
-        assert len(calls) == 2
-        calls.clear()
+        assert stops == [text.index("\n}")]  # both lines read, stopped at the closing brace
+        stops.clear()
         parse_module(text, fast_path=False)
-        assert calls == []
+        assert stops == []
     finally:
-        parser_module.instruction_from_line = original
+        parser_module.read_printed_lines = original
 
 
 def test_xla_reads_our_print_as_it_reads_the_input(xla_client) -> None:  # type: ignore[no-untyped-def]

@@ -231,6 +231,9 @@ def split_attributes(
 def name_list(raw: str, base: int = 0) -> list[tuple[str, int]]:
     """The names in an attribute value `%a`, `{%a, %b}` or `%a, %b` (comments allowed) and
     their offsets, counted from `base`; ScanError (offset from `base` too) if it is not one."""
+    whole = _LISTED_NAME.fullmatch(raw)
+    if whole is not None:  # one bare name, as XLA prints `calls=%f`
+        return [(whole.group(1), base)]
     cursor = TextCursor(raw)
     out: list[tuple[str, int]] = []
     try:

@@ -1,11 +1,12 @@
 """Instruction lines as XLA prints them: the reader's fast path, and the grammar facts both
 readers share.
 
-`instruction_from_line` reads an instruction that XLA printed on one line from a single
+`read_printed_lines` reads instructions that XLA printed one per line, each from a single
 match of `LINE`, deferring everything it can (attributes stay one raw string, shapes stay
 text). Whenever it is not sure — hand-written wrapping, old operand shapes, nested
-instructions, compact GTEs, odd literals — it returns None and the careful reader in
-`parser` takes the line, so both build the same IR.
+instructions, compact GTEs, odd literals — it stops, and the careful reader in `parser`
+takes the line, so both build the same IR. `printed_header` does the same for a
+computation's header line.
 """
 
 from __future__ import annotations
@@ -28,10 +29,29 @@ LINE = re.compile(
     r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
     r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
 )
+_HEADER = re.compile(
+    r"[ \t\r\n]*(ENTRY[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
+    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
+)
+# Signatures and result shapes as XLA prints most of them, accepted without the scanners:
+# no tuple, no bracket nested in another (then `match_group`/`shape_end` end where these do).
+_FLAT_SIGNATURE = re.compile(r"\((?:[^()\[\]{}\n]|\[[^()\[\]{}\n]*\]|\{[^()\[\]{}\n]*\})*\)")
+_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[[0-9,]*\](?:\{[0-9][0-9,]*\})?")
 _NEEDS_ATTRS = re.compile(
     r"(?:to_apply|calls|condition|body|select|scatter|true_computation|false_computation|"
     r"branch_computations|called_computations|control-predecessors)="
 )
+
+
+def _may_reference(tail: str) -> bool:
+    """False only if no key `_NEEDS_ATTRS` finds is in `tail`: a few substring tests (each
+    key holds one of these words) cost a fifth of that regex's search on a metadata line."""
+    return (
+        "computation=" in tail or "computations=" in tail or "to_apply=" in tail or "calls=" in tail or "condition=" in tail
+        or "body=" in tail or "select=" in tail or "scatter=" in tail or "control-predecessors=" in tail
+    )
+
+
 _SIMPLE_REFERENCE = re.compile(
     r", (to_apply|calls|condition|body|select|scatter|true_computation|false_computation)="
     r"(%?[A-Za-z_][\w.\-]*)(?=, [A-Za-z_][\w.\-]*=|$)"
@@ -73,44 +93,86 @@ def intern_lead(lead: str) -> str:
         return lead
     return _leads.setdefault(lead, lead)
 
-def instruction_from_line(
-    text: str, m: re.Match[str], lookup: Callable[[str], HloInstruction | None]
-) -> tuple[HloInstruction, bool, list[tuple[str, str, int]]] | None:
-    """The instruction of one `LINE` match, whether it is the ROOT, and its attributes that
-    name computations or control predecessors (for the reader to resolve); None to let the
-    careful reader decide."""
-    lead, root, pct, name, shape, opcode, ops, tail = m.groups()
-    if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None or (shape is None and name == "ROOT"):
-        return None
-    if shape is None and shape_required(opcode):
-        return None
-    if tail and not _tail_is_one_line(tail):
-        return None
-    if opcode in PAYLOAD_OPCODES:
-        if opcode == "parameter" and not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
-            return None
-        operands: list[HloInstruction] = []
-        payload: str | None = ops
-    else:
-        payload = None
-        if "/*" in ops:
-            ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
-        operands = []
-        if ops:
-            for ref in ops.split(", "):  # XLA's separator; anything else is not found
-                op = lookup(ref[1:] if ref[:1] == "%" else ref)
-                if op is None:
-                    return None  # the careful reader decides (and reports with a column)
-                operands.append(op)
-    tail_start = m.start(8)
-    span = SourceSpan(_leads.get(lead) or intern_lead(lead), m.end(1), tail_start, m.end(), percent=pct == "%")
-    inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
-    references: list[tuple[str, str, int]] = []
-    if tail and _NEEDS_ATTRS.search(tail):
-        quick = _quick_references(tail, tail_start)
-        references = quick if quick is not None else split_attributes(text, tail_start, m.end())[0]
-    return inst, bool(root), references
+def read_printed_lines(
+    text: str,
+    pos: int,
+    lookup: Callable[[str], HloInstruction | None],
+    append: Callable[[HloInstruction], None],
+    roots: list[HloInstruction],
+    resolve: Callable[[HloInstruction, list[tuple[str, str, int]]], None],
+) -> int:
+    """Read the instructions XLA printed one per line from `pos` on, and return where the
+    first line this reader is not sure of starts (for the careful reader to take).
 
+    Each instruction is `append`ed (and added to `roots` if it is the ROOT) as soon as it is
+    read; `resolve` binds its attributes that name computations or control predecessors.
+    """
+    match = LINE.match
+    leads = _leads
+    while True:
+        m = match(text, pos)
+        if m is None:
+            return pos
+        lead, root, pct, name, shape, opcode, ops, tail = m.groups()
+        if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None or (shape is None and name == "ROOT"):
+            return pos
+        if shape is None and shape_required(opcode):
+            return pos
+        if tail and not _tail_is_one_line(tail):
+            return pos
+        if opcode in PAYLOAD_OPCODES:
+            if opcode == "parameter" and not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
+                return pos
+            operands: list[HloInstruction] = []
+            payload: str | None = ops
+        else:
+            payload = None
+            if "/*" in ops:
+                ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
+            operands = []
+            if ops:
+                for ref in ops.split(", "):  # XLA's separator; anything else is not found
+                    op = lookup(ref[1:] if ref[:1] == "%" else ref)
+                    if op is None:
+                        return pos  # the careful reader decides (and reports with a column)
+                    operands.append(op)
+        tail_start = m.start(8)
+        end = m.end()
+        span = SourceSpan(leads.get(lead) or intern_lead(lead), m.end(1), tail_start, end, percent=pct == "%")
+        inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
+        if tail and _may_reference(tail) and _NEEDS_ATTRS.search(tail):
+            quick = _quick_references(tail, tail_start)
+            resolve(inst, quick if quick is not None else split_attributes(text, tail_start, end)[0])
+        append(inst)
+        if root:
+            roots.append(inst)
+        pos = end
+
+
+
+def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | None:
+    """A computation header XLA printed on one line at `pos` (signature and result shape
+    checked by the careful reader's scanners when the quick regexes are not enough): its
+    name, whether it is ENTRY, whether the name has `%`, and the start and end of the
+    body's `{`; None to let the careful reader decide."""
+    m = _HEADER.match(text, pos)
+    if m is None:
+        return None
+    entry, name = m.group(1), m.group(3)
+    if entry is None and name == "ENTRY":
+        return None
+    flat = _FLAT_SIGNATURE.match(text, m.start(4))
+    shape = _ARRAY_SHAPE.match(text, m.start(5))
+    try:
+        if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
+            return None
+        if (shape is None or shape.end() != m.end(5) or shape.group(1) not in PRIMITIVE_NAMES) and (
+            shape_end(text, m.start(5)) != m.end(5)
+        ):
+            return None
+    except ScanError:
+        return None
+    return name, entry is not None, m.group(2) == "%", m.start(6), m.end(6)
 
 def _tail_is_one_line(tail: str) -> bool:
     """True if an attribute tail is complete on its line (XLA prints one line each).
@@ -125,7 +187,7 @@ def _tail_is_one_line(tail: str) -> bool:
     if (
         not tail.count('"') % 2
         and tail.count("{") == tail.count("}")
-        and tail.count("'") == tail.count("\\'")  # only escaped ones, inside "..."
+        and ("'" not in tail or tail.count("'") == tail.count("\\'"))  # only escaped ones, inside "..."
     ):
         return True
     bare = _without_strings(tail)

@@ -9,6 +9,7 @@ back the input byte for byte.
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 import sys
@@ -23,17 +24,13 @@ from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
 from ..syntax.cursor import TextSyntaxError, int64
 from ..syntax.errors import HloParseError, line_col
 from ..syntax.lexer import IDENT, ScanError, match_group, name_list, next_token, skip_trivia, split_attributes, token_at
-from .lines import LINE, MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, instruction_from_line, intern_lead, shape_end, shape_required
+from .lines import MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, intern_lead, printed_header, read_printed_lines, shape_end, shape_required
 
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
 _HEADER_INT = re.compile(r"[0-9]+")
 #: A computation header as XLA prints it (no comments, strings or line breaks inside).
-_HEADER = re.compile(
-    r"[ \t\r\n]*(ENTRY[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
-    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
-)
 # `#i#j...` after an operand name: indices of at most 18 digits (int64), each a whole token.
 _INDEX_RUN = re.compile(r"(?:#[0-9]{1,18}(?![\w.?]|-(?!>)))+")
 #: Longest name given to a get-tuple-element rebuilt from `%t#i#j...`: each level appends
@@ -121,6 +118,7 @@ class _CompState:
     compact: dict[tuple[HloInstruction, int], HloInstruction] = field(default_factory=dict)
     last: HloInstruction | None = None
     suffixes: dict[str, int] = field(default_factory=dict)
+    parameters: list[HloInstruction] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.lookup = self.comp.name_lookup()
@@ -128,6 +126,8 @@ class _CompState:
     def append(self, inst: HloInstruction) -> None:
         self.comp.append_instruction(inst)
         self.last = inst
+        if inst.opcode == "parameter":
+            self.parameters.append(inst)
 
     def unique_name(self, wanted: str) -> str:
         """`wanted`, else the first free `wanted.N` (N from 1). Names are only added while
@@ -287,20 +287,13 @@ class _Parser:
         return self.read_computation(lead_start, is_entry, name, percent, has_signature, start, end)
 
     def quick_header(self, lead_start: int) -> tuple[int, bool, str, bool, bool, int, int] | None:
-        """`read_computation`'s arguments for a header as XLA prints it (one line, read with
-        one regex, checked by the careful reader's scanners); None to read it carefully."""
-        m = _HEADER.match(self.text, lead_start)
-        if m is None:
+        """`read_computation`'s arguments for a header as XLA prints it; None to read it
+        carefully (also when the name is taken, for the careful reader to say so)."""
+        found = printed_header(self.text, lead_start)
+        if found is None or self.module.get_computation(found[0]) is not None:  # type: ignore[union-attr]
             return None
-        entry, name = m.group(1), m.group(3)
-        if (entry is None and name == "ENTRY") or self.module.get_computation(name) is not None:  # type: ignore[union-attr]
-            return None  # the careful reader says what is wrong
-        try:
-            if match_group(self.text, m.start(4)) != m.end(4) or shape_end(self.text, m.start(5)) != m.end(5):
-                return None
-        except ScanError:
-            return None
-        return lead_start, entry is not None, name, m.group(2) == "%", True, m.start(6), m.end(6)
+        name, is_entry, percent, start, end = found
+        return lead_start, is_entry, name, percent, True, start, end
 
     def read_computation(self, lead_start: int, is_entry: bool, name: str, percent: bool, has_signature: bool,
                          start: int, end: int) -> HloComputation:
@@ -344,17 +337,15 @@ class _Parser:
             )
         comp.root = state.roots[0] if state.roots else state.last
         params: dict[int, HloInstruction] = {}
-        for inst in comp:
-            if inst.opcode == "parameter":
-                at = inst.span.start if inst.span.start >= 0 else offset
-                number = read_parameter_number(inst.payload or "")  # checked when read
-                if number in params:
-                    raise self.error(
-                        at,
-                        f"duplicate parameter number {number} in {comp.name!r} "
-                        f"({params[number].name!r} has it too)",
-                    )
-                params[number] = inst
+        for inst in state.parameters:
+            number = read_parameter_number(inst.payload or "")  # checked when read
+            if number in params:
+                raise self.error(
+                    inst.span.start if inst.span.start >= 0 else offset,
+                    f"duplicate parameter number {number} in {comp.name!r} "
+                    f"({params[number].name!r} has it too)",
+                )
+            params[number] = inst
         if sorted(params) != list(range(len(params))):
             bad = next(p for n, p in params.items() if n >= len(params))
             raise self.error(
@@ -368,22 +359,10 @@ class _Parser:
     def parse_body(self, state: _CompState, pos: int) -> int:
         text = self.text
         n = len(text)
-        fast = LINE.match if self.fast else None
-        lookup = state.lookup
+        resolve = functools.partial(self.resolve_references, state)
         while True:
-            if fast is not None:
-                m = fast(text, pos)
-                if m is not None:
-                    found = instruction_from_line(text, m, lookup)
-                    if found is not None:
-                        inst, is_root, references = found
-                        if references:
-                            self.resolve_references(state, inst, references)
-                        state.append(inst)
-                        if is_root:
-                            state.roots.append(inst)
-                        pos = inst.span.end
-                        continue
+            if self.fast:
+                pos = read_printed_lines(text, pos, state.lookup, state.append, state.roots, resolve)
             q = skip_trivia(text, pos)
             if q >= n:
                 last = state.last
