@@ -221,13 +221,13 @@ def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None
         at = tail.find(quote)
         if 0 <= at < cut:
             cut = at
-    wanted = [m.start() for m in _NEEDS_ATTRS.finditer(tail)]
-    if wanted[-1] >= cut:
+    # A key holds no quote, so none straddles `cut`: any from there on is inside or after a string.
+    if _may_reference(tail[cut:]) and _NEEDS_ATTRS.search(tail, cut):
         return None
     head = tail[:cut]
     found = [(m.start(2), m.group(1), m.group(2)) for m in _SIMPLE_REFERENCE.finditer(head)]
     found += [(m.start(2), m.group(1), m.group(2)) for m in _LIST_REFERENCE.finditer(head)]
-    if len(found) != len(wanted):
+    if len(found) != len(_NEEDS_ATTRS.findall(head)):
         return None
     found.sort()
     return [(key, raw, base + at) for at, key, raw in found]
