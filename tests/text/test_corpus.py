@@ -173,13 +173,13 @@ def test_fast_path_really_is_taken_and_bypassed() -> None:
     from hlo_dedup.text import parser as parser_module
 
     stops = []
-    original = parser_module.read_printed_lines
+    original = parser_module.PrintedLines.read
 
     def spy(*args):  # type: ignore[no-untyped-def]
         stops.append(original(*args))
         return stops[-1]
 
-    parser_module.read_printed_lines = spy
+    parser_module.PrintedLines.read = spy
     try:
         parse_module(text)
         assert stops == [text.index("\n}")]  # both lines read, stopped at the closing brace
@@ -187,7 +187,7 @@ def test_fast_path_really_is_taken_and_bypassed() -> None:
         parse_module(text, fast_path=False)
         assert stops == []
     finally:
-        parser_module.read_printed_lines = original
+        parser_module.PrintedLines.read = original
 
 
 def test_xla_reads_our_print_as_it_reads_the_input(xla_client) -> None:  # type: ignore[no-untyped-def]

@@ -1,7 +1,7 @@
 """Instruction lines as XLA prints them: the reader's fast path, and the grammar facts both
 readers share.
 
-`read_printed_lines` reads instructions that XLA printed one per line, each from a single
+`PrintedLines` reads instructions that XLA printed one per line, each from a single
 match of `LINE`, deferring everything it can (attributes stay one raw string, shapes stay
 text). Whenever it is not sure — hand-written wrapping, old operand shapes, nested
 instructions, compact GTEs, odd literals — it stops, and the careful reader in `parser`
@@ -93,61 +93,90 @@ def intern_lead(lead: str) -> str:
         return lead
     return _leads.setdefault(lead, lead)
 
-def read_printed_lines(
-    text: str,
-    pos: int,
-    lookup: Callable[[str], HloInstruction | None],
-    append: Callable[[HloInstruction], None],
-    roots: list[HloInstruction],
-    resolve: Callable[[HloInstruction, list[tuple[str, str, int]]], None],
-) -> int:
-    """Read the instructions XLA printed one per line from `pos` on, and return where the
-    first line this reader is not sure of starts (for the careful reader to take).
+#: What an attribute tail asks of the fast path (`_tail_kind`).
+_PLAIN, _REFERENCES, _NOT_ONE_LINE = 0, 1, 2
 
-    Each instruction is `append`ed (and added to `roots` if it is the ROOT) as soon as it is
-    read; `resolve` binds its attributes that name computations or control predecessors.
+
+def _tail_kind(tail: str) -> int:
+    if tail and not _tail_is_one_line(tail):
+        return _NOT_ONE_LINE
+    if tail and _may_reference(tail) and _NEEDS_ATTRS.search(tail):
+        return _REFERENCES
+    return _PLAIN
+
+
+class PrintedLines:
+    """The fast path over one module's text.
+
+    XLA repeats the same attribute tails (the metadata of a layer's ops, layer after
+    layer: ~1,500 distinct tails in 21,000 lines) and a tail's verdict depends on nothing
+    else, so each distinct tail is checked once.
     """
-    match = LINE.match
-    leads = _leads
-    while True:
-        m = match(text, pos)
-        if m is None:
-            return pos
-        lead, root, pct, name, shape, opcode, ops, tail = m.groups()
-        if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None or (shape is None and name == "ROOT"):
-            return pos
-        if shape is None and shape_required(opcode):
-            return pos
-        if tail and not _tail_is_one_line(tail):
-            return pos
-        if opcode in PAYLOAD_OPCODES:
-            if opcode == "parameter" and not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
-                return pos
-            operands: list[HloInstruction] = []
-            payload: str | None = ops
-        else:
-            payload = None
-            if "/*" in ops:
-                ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
-            operands = []
-            if ops:
-                for ref in ops.split(", "):  # XLA's separator; anything else is not found
-                    op = lookup(ref[1:] if ref[:1] == "%" else ref)
-                    if op is None:
-                        return pos  # the careful reader decides (and reports with a column)
-                    operands.append(op)
-        tail_start = m.start(8)
-        end = m.end()
-        span = SourceSpan(leads.get(lead) or intern_lead(lead), m.end(1), tail_start, end, percent=pct == "%")
-        inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
-        if tail and _may_reference(tail) and _NEEDS_ATTRS.search(tail):
-            quick = _quick_references(tail, tail_start)
-            resolve(inst, quick if quick is not None else split_attributes(text, tail_start, end)[0])
-        append(inst)
-        if root:
-            roots.append(inst)
-        pos = end
 
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._tail_kinds: dict[str, int] = {}
+
+    def read(
+        self,
+        pos: int,
+        lookup: Callable[[str], HloInstruction | None],
+        append: Callable[[HloInstruction], None],
+        roots: list[HloInstruction],
+        resolve: Callable[[HloInstruction, list[tuple[str, str, int]]], None],
+    ) -> int:
+        """Read the instructions XLA printed one per line from `pos` on, and return where
+        the first line this reader is not sure of starts (for the careful reader to take).
+
+        Each instruction is `append`ed (and added to `roots` if it is the ROOT) as soon as
+        it is read; `resolve` binds its attributes that name computations or control
+        predecessors.
+        """
+        text = self.text
+        match = LINE.match
+        leads = _leads
+        tail_kinds = self._tail_kinds
+        while True:
+            m = match(text, pos)
+            if m is None:
+                return pos
+            lead, root, pct, name, shape, opcode, ops, tail = m.groups()
+            if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None or (shape is None and name == "ROOT"):
+                return pos
+            if shape is None and shape_required(opcode):
+                return pos
+            kind = tail_kinds.get(tail)
+            if kind is None:
+                kind = tail_kinds[tail] = _tail_kind(tail)
+            if kind == _NOT_ONE_LINE:
+                return pos
+            if opcode in PAYLOAD_OPCODES:
+                if opcode == "parameter" and not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
+                    return pos
+                operands: list[HloInstruction] = []
+                payload: str | None = ops
+            else:
+                payload = None
+                if "/*" in ops:
+                    ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
+                operands = []
+                if ops:
+                    for ref in ops.split(", "):  # XLA's separator; anything else is not found
+                        op = lookup(ref[1:] if ref[:1] == "%" else ref)
+                        if op is None:
+                            return pos  # the careful reader decides (and reports with a column)
+                        operands.append(op)
+            tail_start = m.start(8)
+            end = m.end()
+            span = SourceSpan(leads.get(lead) or intern_lead(lead), m.end(1), tail_start, end, percent=pct == "%")
+            inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
+            if kind == _REFERENCES:
+                quick = _quick_references(tail, tail_start)
+                resolve(inst, quick if quick is not None else split_attributes(text, tail_start, end)[0])
+            append(inst)
+            if root:
+                roots.append(inst)
+            pos = end
 
 
 def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | None:

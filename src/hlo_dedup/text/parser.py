@@ -24,7 +24,7 @@ from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
 from ..syntax.cursor import TextSyntaxError, int64
 from ..syntax.errors import HloParseError, line_col
 from ..syntax.lexer import IDENT, ScanError, match_group, name_list, next_token, skip_trivia, split_attributes, token_at
-from .lines import MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, intern_lead, printed_header, read_printed_lines, shape_end, shape_required
+from .lines import MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, PrintedLines, intern_lead, printed_header, shape_end, shape_required
 
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
@@ -144,7 +144,7 @@ class _CompState:
 class _Parser:
     def __init__(self, text: str, filename: str, spmd: bool, first_line: int, *, fast: bool = True) -> None:
         self.text = text
-        self.fast = fast
+        self.fast = PrintedLines(text) if fast else None
         self.filename = filename
         self.spmd = spmd
         self.first_line = first_line
@@ -361,8 +361,8 @@ class _Parser:
         n = len(text)
         resolve = functools.partial(self.resolve_references, state)
         while True:
-            if self.fast:
-                pos = read_printed_lines(text, pos, state.lookup, state.append, state.roots, resolve)
+            if self.fast is not None:
+                pos = self.fast.read(pos, state.lookup, state.append, state.roots, resolve)
             q = skip_trivia(text, pos)
             if q >= n:
                 last = state.last
