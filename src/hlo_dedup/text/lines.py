@@ -12,8 +12,10 @@ computation's header line.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Callable
 
+from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.opcodes import OPCODES, is_known_opcode
 from ..ir.shape import PrimitiveType
@@ -93,6 +95,38 @@ def intern_lead(lead: str) -> str:
         return lead
     return _leads.setdefault(lead, lead)
 
+@dataclass
+class ComputationState:
+    """What both readers know of the computation they are reading."""
+
+    comp: HloComputation
+    roots: list[HloInstruction] = field(default_factory=list)
+    compact: dict[tuple[HloInstruction, int], HloInstruction] = field(default_factory=dict)
+    last: HloInstruction | None = None
+    suffixes: dict[str, int] = field(default_factory=dict)
+    parameters: list[HloInstruction] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lookup = self.comp.name_lookup()
+
+    def append(self, inst: HloInstruction) -> None:
+        self.comp.append_instruction(inst)
+        self.last = inst
+        if inst.opcode == "parameter":
+            self.parameters.append(inst)
+
+    def unique_name(self, wanted: str) -> str:
+        """`wanted`, else the first free `wanted.N` (N from 1). Names are only added while
+        reading, so the search resumes where the last one for `wanted` stopped."""
+        if self.lookup(wanted) is None:
+            return wanted
+        k = self.suffixes.get(wanted, 1)
+        while self.lookup(f"{wanted}.{k}") is not None:
+            k += 1
+        self.suffixes[wanted] = k + 1
+        return f"{wanted}.{k}"
+
+
 #: What an attribute tail asks of the fast path (`_tail_kind`).
 _PLAIN, _REFERENCES, _NOT_ONE_LINE = 0, 1, 2
 
@@ -120,22 +154,20 @@ class PrintedLines:
     def read(
         self,
         pos: int,
-        lookup: Callable[[str], HloInstruction | None],
-        append: Callable[[HloInstruction], None],
-        roots: list[HloInstruction],
+        state: ComputationState,
         resolve: Callable[[HloInstruction, list[tuple[str, str, int]]], None],
     ) -> int:
-        """Read the instructions XLA printed one per line from `pos` on, and return where
-        the first line this reader is not sure of starts (for the careful reader to take).
-
-        Each instruction is `append`ed (and added to `roots` if it is the ROOT) as soon as
-        it is read; `resolve` binds its attributes that name computations or control
+        """Read the instructions XLA printed one per line from `pos` on into `state`, and
+        return where the first line this reader is not sure of starts (for the careful
+        reader to take). `resolve` binds attributes that name computations or control
         predecessors.
         """
         text = self.text
         match = LINE.match
         leads = _leads
         tail_kinds = self._tail_kinds
+        lookup = state.lookup
+        add = state.comp.append_instruction
         while True:
             m = match(text, pos)
             if m is None:
@@ -173,9 +205,12 @@ class PrintedLines:
             if kind == _REFERENCES:
                 quick = _quick_references(tail, tail_start)
                 resolve(inst, quick if quick is not None else split_attributes(text, tail_start, end)[0])
-            append(inst)
+            add(inst)
+            state.last = inst
             if root:
-                roots.append(inst)
+                state.roots.append(inst)
+            if payload is not None and opcode == "parameter":
+                state.parameters.append(inst)
             pos = end
 
 

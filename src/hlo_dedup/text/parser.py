@@ -13,7 +13,7 @@ import functools
 import gc
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..ir.attributes import read_parameter_number
 from ..ir.computation import HloComputation
@@ -24,7 +24,7 @@ from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
 from ..syntax.cursor import TextSyntaxError, int64
 from ..syntax.errors import HloParseError, line_col
 from ..syntax.lexer import IDENT, ScanError, match_group, name_list, next_token, skip_trivia, split_attributes, token_at
-from .lines import MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, PrintedLines, intern_lead, printed_header, shape_end, shape_required
+from .lines import MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, ComputationState, PrintedLines, intern_lead, printed_header, shape_end, shape_required
 
 _STACK_FRAME_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
@@ -109,36 +109,6 @@ class _Operand:
     offset: int
     indices: tuple[int, ...] = ()
     nested: HloInstruction | None = None
-
-
-@dataclass
-class _CompState:
-    comp: HloComputation
-    roots: list[HloInstruction] = field(default_factory=list)
-    compact: dict[tuple[HloInstruction, int], HloInstruction] = field(default_factory=dict)
-    last: HloInstruction | None = None
-    suffixes: dict[str, int] = field(default_factory=dict)
-    parameters: list[HloInstruction] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.lookup = self.comp.name_lookup()
-
-    def append(self, inst: HloInstruction) -> None:
-        self.comp.append_instruction(inst)
-        self.last = inst
-        if inst.opcode == "parameter":
-            self.parameters.append(inst)
-
-    def unique_name(self, wanted: str) -> str:
-        """`wanted`, else the first free `wanted.N` (N from 1). Names are only added while
-        reading, so the search resumes where the last one for `wanted` stopped."""
-        if self.lookup(wanted) is None:
-            return wanted
-        k = self.suffixes.get(wanted, 1)
-        while self.lookup(f"{wanted}.{k}") is not None:
-            k += 1
-        self.suffixes[wanted] = k + 1
-        return f"{wanted}.{k}"
 
 
 class _Parser:
@@ -307,7 +277,7 @@ class _Parser:
             if module.entry is not None:
                 raise self.error(start, "more than one ENTRY computation")
             module.entry = comp
-        state = _CompState(comp)
+        state = ComputationState(comp)
         pos = self.parse_body(state, end)
         close_lead = span.body_end = pos  # the closing brace's lead starts here
         cstart = skip_trivia(text, pos)
@@ -325,7 +295,7 @@ class _Parser:
         self.finish_computation(state, cstart)
         return comp
 
-    def finish_computation(self, state: _CompState, offset: int) -> None:
+    def finish_computation(self, state: ComputationState, offset: int) -> None:
         comp = state.comp
         if state.last is None:
             raise self.error(offset, f"computation {comp.name!r} has no instructions")
@@ -356,13 +326,13 @@ class _Parser:
         comp.parameters = [params[i] for i in range(len(params))]
 
     # ------------------------------------------------------------------ body
-    def parse_body(self, state: _CompState, pos: int) -> int:
+    def parse_body(self, state: ComputationState, pos: int) -> int:
         text = self.text
         n = len(text)
         resolve = functools.partial(self.resolve_references, state)
         while True:
             if self.fast is not None:
-                pos = self.fast.read(pos, state.lookup, state.append, state.roots, resolve)
+                pos = self.fast.read(pos, state, resolve)
             q = skip_trivia(text, pos)
             if q >= n:
                 last = state.last
@@ -387,7 +357,7 @@ class _Parser:
             span.end = end
             pos = end
 
-    def slow_instruction(self, state: _CompState, q: int) -> tuple[HloInstruction, int]:
+    def slow_instruction(self, state: ComputationState, q: int) -> tuple[HloInstruction, int]:
         """Careful reader for one instruction starting at `q`."""
         text = self.text
         comp = state.comp
@@ -418,7 +388,7 @@ class _Parser:
         return inst, pos
 
     def parse_instruction_rest(
-        self, state: _CompState, name: str, span: SourceSpan, pos: int
+        self, state: ComputationState, name: str, span: SourceSpan, pos: int
     ) -> tuple[HloInstruction, int]:
         """`shape? opcode(operands)` at `pos`; returns the new instruction and the end."""
         text = self.text
@@ -461,7 +431,7 @@ class _Parser:
                 ref.nested.span.host = inst
         return inst, pos
 
-    def parse_operands(self, state: _CompState, popen: int) -> tuple[list[_Operand], int, bool]:
+    def parse_operands(self, state: ComputationState, popen: int) -> tuple[list[_Operand], int, bool]:
         text = self.text
         refs: list[_Operand] = []
         pos = popen + 1
@@ -498,7 +468,7 @@ class _Parser:
                 raise self.error(tstart, "expected ',' or ')' in operand list")
             pos = tend
 
-    def parse_nested(self, state: _CompState, at: int, shape_at: int) -> tuple[HloInstruction, int]:
+    def parse_nested(self, state: ComputationState, at: int, shape_at: int) -> tuple[HloInstruction, int]:
         """A nested instruction operand such as `add(f32[] parameter(0), ...)`."""
         self.depth += 1
         if self.depth > MAX_NESTING:
@@ -512,7 +482,7 @@ class _Parser:
         self.depth -= 1
         return inst, pos
 
-    def resolve_operand(self, state: _CompState, ref: _Operand) -> HloInstruction:
+    def resolve_operand(self, state: ComputationState, ref: _Operand) -> HloInstruction:
         if ref.nested is not None:
             return ref.nested
         base = state.lookup(ref.name)
@@ -522,7 +492,7 @@ class _Parser:
             return base
         return self.compact_gte(state, base, ref.indices)
 
-    def compact_gte(self, state: _CompState, base: HloInstruction, indices: tuple[int, ...]) -> HloInstruction:
+    def compact_gte(self, state: ComputationState, base: HloInstruction, indices: tuple[int, ...]) -> HloInstruction:
         """Expand `%t#i#j` into get-tuple-elements, shared between uses (as XLA's parser
         does): `t#i` is named `t_i`, `t#i#j` is `t_i_j`, and so on."""
         current = base
@@ -543,7 +513,7 @@ class _Parser:
         return current
 
     def resolve_references(
-        self, state: _CompState, inst: HloInstruction, attrs: list[tuple[str, str, int]]
+        self, state: ComputationState, inst: HloInstruction, attrs: list[tuple[str, str, int]]
     ) -> None:
         """Bind called computations and control predecessors named in the attributes."""
         module = self.module
