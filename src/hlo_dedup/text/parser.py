@@ -306,9 +306,12 @@ class _Parser:
                 f"computation {comp.name!r} has more than one ROOT (first: {state.roots[0].name!r})",
             )
         comp.root = state.roots[0] if state.roots else state.last
+        numbers = [read_parameter_number(inst.payload or "") for inst in state.parameters]  # checked when read
+        if numbers == list(range(len(numbers))):  # as XLA prints them
+            comp.parameters = state.parameters
+            return
         params: dict[int, HloInstruction] = {}
-        for inst in state.parameters:
-            number = read_parameter_number(inst.payload or "")  # checked when read
+        for inst, number in zip(state.parameters, numbers):
             if number in params:
                 raise self.error(
                     inst.span.start if inst.span.start >= 0 else offset,
