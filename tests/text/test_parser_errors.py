@@ -51,6 +51,16 @@ def test_duplicate_instruction_names() -> None:
     assert "duplicate instruction name 'p'" in err.message and "'e'" in err.message
 
 
+def test_non_ascii_instruction_name_is_rejected_on_both_readers() -> None:
+    """XLA's names are ASCII (its parser rejects `pé`): the XLA-printed-line reader must not
+    accept what the careful reader refuses."""
+    text = H + "ENTRY e {\n  p\u00e9 = f32[] parameter(0)\n  ROOT a = f32[] add(p\u00e9, p\u00e9)\n}\n"
+    for fast_path in (True, False):
+        with pytest.raises(HloParseError) as info:
+            parse_module(text, "bad.hlo", fast_path=fast_path)
+        assert (info.value.line, info.value.column) == (at(text, "\u00e9")[0], at(text, "\u00e9")[1])
+
+
 def test_same_instruction_name_in_two_computations_is_fine() -> None:
     text = H + "c {\n  ROOT x = f32[] parameter(0)\n}\n\nENTRY e {\n  x = f32[] parameter(0)\n  ROOT y = f32[] call(x), to_apply=c\n}\n"
     module = parse_module(text)
