@@ -248,8 +248,8 @@ def _tail_is_one_line(tail: str) -> bool:
     """
     if tail[0] != "," or tail[-1] in ", \t\r":
         return False
-    if "/" in tail and ("//" in tail or "/*" in tail):
-        return False
+    if "/" in tail and ("//" in tail or ("/*" in tail and tail.count("/*") != len(_INDEX_COMMENT.findall(tail)))):
+        return False  # a comment other than XLA's `/*index=5*/` (in tuple shardings) may hide anything
     if (
         not tail.count('"') % 2
         and tail.count("{") == tail.count("}")
