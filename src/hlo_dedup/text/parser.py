@@ -31,6 +31,9 @@ _SWALLOWED_CLOSE = re.compile(r"\n[ \t]*\}")
 _SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)
 _HEADER_INT = re.compile(r"[0-9]+")
 #: A computation header as XLA prints it (no comments, strings or line breaks inside).
+# A body closed as XLA prints it: `}` on its own line, then only blank lines before the next
+# computation (or the end), so no computation attribute follows.
+_PLAIN_CLOSE = re.compile(r"\n\}(?=\s*(?:[^\s,/]|\Z))")
 # `#i#j...` after an operand name: indices of at most 18 digits (int64), each a whole token.
 _INDEX_RUN = re.compile(r"(?:#[0-9]{1,18}(?![\w.?]|-(?!>)))+")
 #: Longest name given to a get-tuple-element rebuilt from `%t#i#j...`: each level appends
@@ -162,8 +165,7 @@ class _Parser:
         self.module = module
         last_comp = None
         while True:
-            tok, start, _ = next_token(text, self.pos)
-            if not tok:
+            if skip_trivia(text, self.pos) == len(text):
                 break
             last_comp = self.parse_computation()
         if last_comp is None:
@@ -280,9 +282,10 @@ class _Parser:
         state = ComputationState(comp)
         pos = self.parse_body(state, end)
         close_lead = span.body_end = pos  # the closing brace's lead starts here
-        cstart = skip_trivia(text, pos)
+        plain = _PLAIN_CLOSE.match(text, pos) is not None
+        cstart = pos + 1 if plain else skip_trivia(text, pos)
         end = cstart + 1
-        attrs, after = split_attributes(text, end, single=True)
+        attrs, after = ([], end) if plain else split_attributes(text, end, single=True)
         for key, raw, off in attrs:
             if key != "execution_thread":
                 raise self.error(off, f"unexpected computation attribute {key!r}")
@@ -336,6 +339,8 @@ class _Parser:
         while True:
             if self.fast is not None:
                 pos = self.fast.read(pos, state, resolve)
+                if text.startswith("\n}", pos):
+                    return pos
             q = skip_trivia(text, pos)
             if q >= n:
                 last = state.last
