@@ -61,7 +61,7 @@ class OutputTarget:
     symbolic links resolved; `existing` its status, None for a new file.
     """
 
-    __slots__ = ("path", "target", "how", "existing")
+    __slots__ = ("existing", "how", "path", "target")
 
     def __init__(self, path: str, target: str, how: str, existing: os.stat_result | None = None) -> None:
         self.path = path

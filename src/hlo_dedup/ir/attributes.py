@@ -300,7 +300,7 @@ def decode_slice(inst: HloInstruction) -> tuple[tuple[int, ...], tuple[int, ...]
 
 
 def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
-    from .replica_groups import ReplicaGroups  # collectives only: not every module's start-up
+    from .replica_groups import ReplicaGroups  # decoded for collectives only
 
     raw = inst.attr("replica_groups")
     try:

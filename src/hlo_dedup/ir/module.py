@@ -61,7 +61,8 @@ class HloModule:
         """The stack-frame tables the module was read with (empty when it had none)."""
         index = self._stack_frames
         if index is None:
-            from .metadata import StackFrameIndex  # read for reports only: not every run's start-up
+            # Read for reports only: not every run's start-up.
+            from .metadata import StackFrameIndex
 
             index = self._stack_frames = StackFrameIndex.parse(self.source.head if self.source else "")
         return index

@@ -114,7 +114,8 @@ class NearMiss:
 def identify(inst: HloInstruction) -> dict[str, Any]:
     """What a record says about an instruction while it still exists (DCE may delete it):
     where it is, its output bytes, and its framework op and source line from metadata."""
-    from ..ir.metadata import program_location  # with the metadata: only for what a pass records
+    # With the metadata: read only for what a pass records.
+    from ..ir.metadata import program_location
 
     module = inst.module
     metadata = inst.metadata
