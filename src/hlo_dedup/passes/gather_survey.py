@@ -30,25 +30,8 @@ class _Entry:
     """One gather as the pass saw it; what the record needs is copied while it exists
     (`GatherSurvey._add` fills the facts from `identify`)."""
 
-    __slots__ = (
-        "bytes_output",
-        "comp_name",
-        "fate",
-        "folded_into",
-        "inst",
-        "key",
-        "key_json",
-        "name",
-        "op_name",
-        "opcode",
-        "path",
-        "raw",
-        "reason",
-        "refused_onto",
-        "source",
-        "stop",
-        "walk",
-    )
+    __slots__ = ("bytes_output", "comp_name", "fate", "folded_into", "inst", "key", "key_json", "name", "op_name",
+                 "opcode", "path", "raw", "reason", "refused_onto", "source", "stop", "walk")
 
     def __init__(self, inst: HloInstruction, fate: str, *, reason: str | None = None,
                  stop: HloInstruction | None = None, key: tuple | None = None,
