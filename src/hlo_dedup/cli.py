@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import shlex
 import sys
@@ -381,6 +380,8 @@ def verify_main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: Te
         return EXIT_INPUT_ERROR
     stream = out if report.status != "error" else err
     if args.json:
+        import json
+
         print(json.dumps({"before": args.before, "after": args.after, **report.to_json()}, indent=2), file=stream)
     else:
         print(f"{args.before} vs {args.after}: {report.summary()}", file=stream)

@@ -9,23 +9,40 @@ overrides it per file, as glog does. Lines are written in glog's form:
 
 where the file is the mirrored C++ file and the line number is that of our Python
 implementation (the C++ line numbers are not known).
+
+`logging` itself is imported only once a VLOG line can be on (`--v`, `--vmodule`, or an
+application that imported it to set levels of its own): a plain run never needs it, and its
+imports would be a tenth of the command's start-up.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    import logging
 
 ROOT_LOGGER = "hlo_dedup.vlog"
+#: `logging.INFO` and `logging.WARNING`, the levels VLOG is measured from and silenced at.
+_INFO, _WARNING = 20, 30
 
 
 def vlog_level(n: int) -> int:
     """The Python logging level of XLA's VLOG(n)."""
-    return logging.INFO - n
+    return _INFO - n
+
+
+def vlog_is_on(source_file: str, level: int) -> bool:
+    """XLA's VLOG_IS_ON(level) for the pass mirroring `source_file`. False without asking
+    `logging` while nothing has imported it: no logger can be set below its default
+    WARNING before that, and `configure` imports it for any `--v` or `--vmodule`."""
+    if "logging" not in sys.modules:
+        return False
+    return pass_logger(source_file).isEnabledFor(vlog_level(level))
 
 
 #: `--vmodule` entries as (file pattern, logging level), applied to every pass logger,
@@ -37,6 +54,8 @@ _vmodule: list[tuple[str, int]] = []
 def pass_logger(source_file: str) -> logging.Logger:
     """The logger of a pass, named after the C++ source file it mirrors (one object for
     the process: `configure` updates it in place; passes ask once per computation)."""
+    import logging
+
     stem = source_file.rsplit("/", 1)[-1].removesuffix(".cc")
     name = f"{ROOT_LOGGER}.{stem}"
     known = name in logging.root.manager.loggerDict
@@ -49,17 +68,18 @@ def pass_logger(source_file: str) -> logging.Logger:
 def _apply_vmodule(stem: str, logger: logging.Logger) -> None:
     import fnmatch
 
-    logger.setLevel(logging.NOTSET)
+    logger.setLevel(0)  # logging.NOTSET: the level of the root vlog logger
     for pattern, level in _vmodule:
         if fnmatch.fnmatch(stem, pattern):
             logger.setLevel(level)
 
 
-class GlogFormatter(logging.Formatter):
-    """Formats records like glog: severity letter, MMDD, time, pid, file:line]."""
+class GlogFormatter:
+    """Formats records like glog: severity letter, MMDD, time, pid, file:line] (what a
+    handler asks of a `logging.Formatter`, without importing logging to subclass it)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        letter = "I" if record.levelno <= logging.INFO else record.levelname[0]
+        letter = "I" if record.levelno <= _INFO else record.levelname[0]
         t = time.localtime(record.created)
         micros = int((record.created % 1) * 1_000_000)
         stem = record.name.rsplit(".", 1)[-1]
@@ -79,7 +99,12 @@ def configure(v: int = 0, vmodule: str = "", stream: TextIO | None = None) -> No
         pattern, _, level = item.partition("=")
         if not level.lstrip("-").isdigit():
             raise ValueError(f"--vmodule entry {item!r} is not file=N")
-        entries.append((pattern.removesuffix(".cc"), vlog_level(int(level)) if int(level) > 0 else logging.WARNING))
+        entries.append((pattern.removesuffix(".cc"), vlog_level(int(level)) if int(level) > 0 else _WARNING))
+    _vmodule[:] = entries
+    if v <= 0 and not entries and "logging" not in sys.modules:
+        return  # no logger to silence yet (see `vlog_is_on`)
+    import logging
+
     root = logging.getLogger(ROOT_LOGGER)
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -87,8 +112,7 @@ def configure(v: int = 0, vmodule: str = "", stream: TextIO | None = None) -> No
     handler.setFormatter(GlogFormatter())
     root.addHandler(handler)
     root.propagate = False
-    root.setLevel(vlog_level(v) if v > 0 else logging.WARNING)
-    _vmodule[:] = entries
+    root.setLevel(vlog_level(v) if v > 0 else _WARNING)
     for name in list(logging.root.manager.loggerDict):
         if name.startswith(ROOT_LOGGER + "."):
             _apply_vmodule(name.rsplit(".", 1)[-1], logging.getLogger(name))

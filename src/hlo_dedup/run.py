@@ -44,7 +44,6 @@ from .report import (
     InputResult,
     ModuleRun,
     RunReport,
-    render_json,
     render_summary,
 )
 from .text import HloParseError
@@ -130,6 +129,8 @@ def report_outputs(options: RunOptions) -> Iterator[tuple[str, str, Callable[[Ru
         else:
             yield "--dot", options.dot, lambda report: render_image(render_dot(report), image)
     if options.report:
+        from .report.json import render_json
+
         yield "--report", options.report, lambda report: render_json(report).encode()
     if options.html:
         from .report.html import render_html

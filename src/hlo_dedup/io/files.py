@@ -31,9 +31,7 @@ import os
 import select
 import signal
 import stat
-import tempfile
 import time
-from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 #: The most bytes read from a pipe, a FIFO or standard input (their size is not known ahead).
@@ -55,7 +53,6 @@ def _error(code: int, message: str, path: str) -> OSError:
 # Outputs
 
 
-@dataclass(frozen=True)
 class OutputTarget:
     """Where and how an output path is written (see the module docstring).
 
@@ -64,10 +61,13 @@ class OutputTarget:
     symbolic links resolved; `existing` its status, None for a new file.
     """
 
-    path: str
-    target: str
-    how: str
-    existing: os.stat_result | None = None
+    __slots__ = ("existing", "how", "path", "target")
+
+    def __init__(self, path: str, target: str, how: str, existing: os.stat_result | None = None) -> None:
+        self.path = path
+        self.target = target
+        self.how = how
+        self.existing = existing
 
 
 def _directory_of(path: str) -> str:
@@ -190,11 +190,30 @@ def _write_through(plan: OutputTarget, data: bytes) -> None:
             os.close(fd)
 
 
+#: Names tried for a temporary file before giving up (each one random: a clash is rare).
+_TEMPORARY_NAME_ATTEMPTS = 100
+
+
+def _create_temporary(target: str) -> tuple[int, str]:
+    """A new empty file beside `target`, `.NAME.<random>.tmp`, readable and writable by its
+    owner only, and its descriptor: `tempfile.mkstemp`'s contract, whose module would add
+    shutil, random and the compression modules to every run's start-up."""
+    directory, name = _directory_of(target), os.path.basename(target)
+    flags = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
+    for _ in range(_TEMPORARY_NAME_ATTEMPTS):
+        path = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+    raise _error(errno.EEXIST, "no unused temporary file name", target)
+
+
 def _replace(plan: OutputTarget, data: bytes) -> None:
     target = plan.target
-    name = os.path.basename(target)
     with signals_held():
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=_directory_of(target))
+        fd, tmp = _create_temporary(target)
         try:
             try:
                 _write_all(fd, data)

@@ -26,19 +26,16 @@ XLA's module config, not to `HloModuleProto`, and are not kept there.
 
 from __future__ import annotations
 
-import gzip
 import errno
 import io
 import os
 import re
 import stat
 import sys
-import zlib
 from typing import BinaryIO, Sequence
 
 from ..ir import HloModule
 from ..text import HloParseError, parse_module, parse_modules, split_module_texts
-from . import proto
 from .files import STREAM_LIMIT, read_input, read_stream, write_file
 
 INPUT_FORMATS: tuple[str, ...] = ("hlo", "txt", "pb", "pbtxt")
@@ -112,6 +109,9 @@ def decompress(data: bytes, filename: str) -> bytes:
     within the same bound as any input: a small file must not expand without limit."""
     if not data.startswith(_GZIP_MAGIC):
         return data
+    import gzip  # here and below: compressed files only, not worth their import on every run
+    import zlib
+
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
             out = stream.read(STREAM_LIMIT + 1)
@@ -126,6 +126,8 @@ def compress_for(path: str | os.PathLike[str], data: bytes) -> bytes:
     """`data` as it is written to `path`: gzip-compressed for a `*.gz` name (with no time stamp,
     so the same module always gives the same bytes)."""
     if str(path) != STDIO and str(path).lower().endswith(GZIP_SUFFIX):
+        import gzip
+
         return gzip.compress(data, mtime=0)
     return data
 
@@ -280,6 +282,8 @@ def _input_format(data: bytes, filename: str, format: str | None) -> str:
 
 def _proto_module_text(data: bytes, filename: str, fmt: str) -> tuple[str, str]:
     """(container name, the module as XLA prints it) of a binary or text proto."""
+    from . import proto  # here and below: protos only (text is the common case)
+
     try:
         if fmt == "pb":
             container, module_bytes = proto.unwrap_binary(data)
@@ -345,6 +349,8 @@ def render_modules(modules: Sequence[HloModule], format: str, filename: str = "<
     if len(modules) != 1:
         raise FormatError(filename, f"{format} output holds one module, the input has {len(modules)} "
                           "(write HLO text, or split the input)")
+    from . import proto
+
     try:
         module_bytes = proto.hlo_text_to_module_bytes(modules[0].to_text())
         if format == "pb":

@@ -16,13 +16,13 @@ from ..syntax.cursor import TextCursor, TextSyntaxError
 from ..syntax.errors import HloParseError
 from ..syntax.escape import c_unescape
 from ..syntax.lexer import ScanError, attribute_value_end, split_attributes
-from .metadata import OpMetadata
-from .replica_groups import ReplicaGroups
 from .shape_inference import infer_shape
 from .shape_reader import parse_shape
 
 if TYPE_CHECKING:
     from .instruction import HloInstruction
+    from .metadata import OpMetadata
+    from .replica_groups import ReplicaGroups
     from .shape import Shape
 
 # Values that need no scanner: a word, an int list, a list of int lists, an iota device
@@ -300,6 +300,8 @@ def decode_slice(inst: HloInstruction) -> tuple[tuple[int, ...], tuple[int, ...]
 
 
 def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
+    from .replica_groups import ReplicaGroups  # decoded for collectives only
+
     raw = inst.attr("replica_groups")
     try:
         groups = ReplicaGroups.parse(raw if raw is not None else "{}")
@@ -340,4 +342,6 @@ def decode_frontend_attributes(inst: HloInstruction) -> dict[str, str]:
 
 
 def decode_metadata(inst: HloInstruction) -> OpMetadata:
+    from .metadata import OpMetadata  # read for reports only: not every run's start-up
+
     return OpMetadata.parse(inst.attr("metadata"))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from .computation import HloComputation
 from .instruction import HloIrError
-from .metadata import StackFrameIndex
 from .source import ModuleSource
+
+if TYPE_CHECKING:
+    from .metadata import StackFrameIndex
 
 
 class HloModule:
@@ -59,6 +61,9 @@ class HloModule:
         """The stack-frame tables the module was read with (empty when it had none)."""
         index = self._stack_frames
         if index is None:
+            # Read for reports only: not every run's start-up.
+            from .metadata import StackFrameIndex
+
             index = self._stack_frames = StackFrameIndex.parse(self.source.head if self.source else "")
         return index
 

@@ -24,7 +24,6 @@ Choices where the spec leaves room (documented in README "Semantics"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..ir.computation import HloComputation
@@ -38,18 +37,21 @@ from .pass_base import HloPass, ModuleTransaction, PassResult
 from .records import FoldRecord, Hazard, user_line
 
 
-@dataclass(frozen=True)
 class _GatherConfig:
     """What decides a gather's value besides its operand(0): two gathers that agree in
     all of this and in operand(0) compute the same value. `others` are the operands after
     operand(0), which a multi-operand gather's index path may select."""
 
-    opcode: str
-    dimensions: tuple[int, ...]
-    groups: Any
-    shape: tuple[object, ...]
-    mode: str
-    others: tuple[HloInstruction, ...]
+    __slots__ = ("dimensions", "groups", "mode", "opcode", "others", "shape")
+
+    def __init__(self, opcode: str, dimensions: tuple[int, ...], groups: Any, shape: tuple[object, ...], mode: str,
+                 others: tuple[HloInstruction, ...]) -> None:
+        self.opcode = opcode
+        self.dimensions = dimensions
+        self.groups = groups
+        self.shape = shape
+        self.mode = mode
+        self.others = others
 
     @classmethod
     def of(cls, inst: HloInstruction) -> _GatherConfig:
@@ -88,18 +90,23 @@ def _groups_json(groups: Any) -> list[list[int]] | str:
     return [list(g) for g in devices]
 
 
-@dataclass(frozen=True)
 class _Walk:
     """Result of FindRawParameter for one gather: the parameter, the index path left, and
     what the key ignores about the gather itself and each inner gather the walk tunnelled
-    through; `stop` is where a walk that found no parameter ended."""
+    through; `stop` is where a walk that found no parameter ended, `hops` the (opcode,
+    name) of each instruction visited."""
 
-    raw_param: HloInstruction | None
-    path: tuple[int, ...]
-    gather: _GatherConfig
-    inner_gathers: tuple[_GatherConfig, ...]
-    stop: HloInstruction | None = None
-    hops: tuple[tuple[str, str], ...] = ()  # (opcode, name) of each instruction visited
+    __slots__ = ("gather", "hops", "inner_gathers", "path", "raw_param", "stop")
+
+    def __init__(self, raw_param: HloInstruction | None, path: tuple[int, ...], gather: _GatherConfig,
+                 inner_gathers: tuple[_GatherConfig, ...], stop: HloInstruction | None,
+                 hops: tuple[tuple[str, str], ...]) -> None:
+        self.raw_param = raw_param
+        self.path = path
+        self.gather = gather
+        self.inner_gathers = inner_gathers
+        self.stop = stop
+        self.hops = hops
 
 
 def walk_to_parameter(

@@ -11,7 +11,6 @@ of each gather taken from its metadata while it still exists (DCE deletes folded
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .records import InstructionFate, NearMiss, identify
@@ -27,39 +26,46 @@ _MAX_ORIGIN_DEPTH = 64
 _GLOBAL_TO_LOCAL = "xla.sdy.GlobalToLocalShape"
 
 
-@dataclass
 class _Entry:
-    """One gather as the pass saw it; what the record needs is copied while it exists."""
+    """One gather as the pass saw it; what the record needs is copied while it exists
+    (`GatherSurvey._add` fills the facts from `identify`)."""
 
-    inst: HloInstruction
-    fate: str
-    reason: str | None = None
-    stop: HloInstruction | None = None
-    key: tuple | None = None
-    key_json: dict[str, Any] | None = None
-    path: tuple[int, ...] = ()
-    raw: HloInstruction | None = None
-    folded_into: str | None = None
-    refused_onto: str | None = None
-    walk: tuple[tuple[str, str], ...] = ()
-    comp_name: str = ""
-    name: str = ""
-    opcode: str = ""
-    bytes_output: int = 0
-    op_name: str | None = None
-    source: str | None = None
+    __slots__ = ("bytes_output", "comp_name", "fate", "folded_into", "inst", "key", "key_json", "name", "op_name",
+                 "opcode", "path", "raw", "reason", "refused_onto", "source", "stop", "walk")
+
+    def __init__(self, inst: HloInstruction, fate: str, *, reason: str | None = None,
+                 stop: HloInstruction | None = None, key: tuple | None = None,
+                 key_json: dict[str, Any] | None = None, path: tuple[int, ...] = (),
+                 raw: HloInstruction | None = None, walk: tuple[tuple[str, str], ...] = ()) -> None:
+        self.inst = inst
+        self.fate = fate
+        self.reason = reason
+        self.stop = stop
+        self.key = key
+        self.key_json = key_json
+        self.path = path
+        self.raw = raw
+        self.folded_into: str | None = None
+        self.refused_onto: str | None = None
+        self.walk = walk
+        self.comp_name = ""
+        self.name = ""
+        self.opcode = ""
+        self.bytes_output = 0
+        self.op_name: str | None = None
+        self.source: str | None = None
 
 
-@dataclass
 class GatherSurvey:
-    """Collects the pass's decisions for one module, in instruction order."""
+    """Collects the pass's decisions for one module, in instruction order. `walk` is the
+    pass's: (node, path) -> (parameter or None, path left, stop, inner gathers)."""
 
-    module: HloModule
-    #: The pass's walk: (node, path) -> (parameter or None, path left, stop, inner gathers).
-    walk: Callable[[HloInstruction, tuple[int, ...]], tuple[Any, ...]]
-    _entries: dict[HloInstruction, _Entry] = field(default_factory=dict)
-    _open: list[_Entry] = field(default_factory=list)  # the computation being processed
-    _near: list[NearMiss] = field(default_factory=list)
+    def __init__(self, module: HloModule, walk: Callable[[HloInstruction, tuple[int, ...]], tuple[Any, ...]]) -> None:
+        self.module = module
+        self.walk = walk
+        self._entries: dict[HloInstruction, _Entry] = {}
+        self._open: list[_Entry] = []  # the computation being processed
+        self._near: list[NearMiss] = []
 
     # ------------------------------------------------------------- decisions
     def not_candidate(self, inst: HloInstruction, reason: str) -> None:

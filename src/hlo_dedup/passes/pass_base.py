@@ -9,13 +9,15 @@ module is rolled back. Passes attach what they did (`folds`, `hazards`) for repo
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..ir.module import HloModule
-from ..logs import pass_logger, vlog_level
+from ..logs import pass_logger, vlog_is_on, vlog_level
+
+if TYPE_CHECKING:
+    import logging
 
 
 class PassError(RuntimeError):
@@ -93,7 +95,7 @@ class HloPass:
 
     def vlog_is_on(self, level: int) -> bool:
         """XLA's VLOG_IS_ON(level) for this pass's source file."""
-        return self.logger.isEnabledFor(vlog_level(level))
+        return vlog_is_on(self.source_file or self.name, level)
 
     def vlog(self, level: int, message: str, *args: object) -> None:
         """XLA's VLOG(level) << ...: logged with the caller's line."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..ir.metadata import program_location
 from ..ir.shape import byte_size
 
 if TYPE_CHECKING:
@@ -115,6 +114,9 @@ class NearMiss:
 def identify(inst: HloInstruction) -> dict[str, Any]:
     """What a record says about an instruction while it still exists (DCE may delete it):
     where it is, its output bytes, and its framework op and source line from metadata."""
+    # With the metadata: read only for what a pass records.
+    from ..ir.metadata import program_location
+
     module = inst.module
     metadata = inst.metadata
     frame = program_location(metadata, module.stack_frames if module is not None else None)

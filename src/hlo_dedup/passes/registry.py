@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-
 from .all_gather_duplicate_remover import NeuronAllGatherDuplicateRemover
 from .dce import HloDCE
 from .pass_base import HloPass
@@ -36,6 +34,8 @@ def suggest_pass(name: str) -> str | None:
     by_spelling = {_spelling(known): known for known in _PASSES}
     if _spelling(name) in by_spelling:
         return by_spelling[_spelling(name)]
+    import difflib  # a mistyped name only: not worth its import on every run
+
     close = difflib.get_close_matches(_spelling(name), list(by_spelling), n=1, cutoff=0.6)
     return by_spelling[close[0]] if close else None
 

@@ -4,11 +4,10 @@
 aggregate output is one renderer from a `RunReport` to text: `json` (`--report`), `dot`
 (`--dot`), `html` (`--html`) and `summary` (stderr).
 
-The drawing and the page renderers load on first use (`__getattr__`): a plain run never
-draws, and their imports are a third of the command's start-up.
+Only the summary is part of every run; the JSON, drawing and page renderers load on first
+use (`__getattr__`), so a plain run pays nothing at start-up for outputs it does not write.
 """
 
-from .json import SCHEMA_VERSION, load_schema, render_json, report_json
 from .model import (
     EXIT_INPUT_ERROR,
     EXIT_INTERRUPTED,
@@ -50,11 +49,16 @@ __all__ = [
     "report_json",
 ]
 
+_JSON = frozenset({"SCHEMA_VERSION", "load_schema", "render_json", "report_json"})
 _DRAWING = frozenset({"IMAGE_FORMATS", "GraphvizError", "graphviz_missing", "image_format_for", "render_dot",
                       "render_image"})
 
 
 def __getattr__(name: str) -> object:
+    if name in _JSON:
+        from . import json
+
+        return getattr(json, name)
     if name in _DRAWING:
         from . import dot
 

@@ -1,0 +1,61 @@
+"""The temporary file an output is written through before its rename: a new file that never
+takes over one already there, however its name was chosen (`hlo_dedup.io.files`; the
+command's end-to-end guarantees are in tests/cli/test_outputs.py)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from hlo_dedup.io import files
+from hlo_dedup.io.files import write_file
+
+
+def _same_random_name(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """os.urandom as the module sees it gives zeros `times` times, then ones; returns the
+    list of the sizes it was asked for."""
+    asked: list[int] = []
+
+    def urandom(n: int) -> bytes:
+        asked.append(n)
+        return bytes(n) if len(asked) <= times else b"\x01" * n
+
+    monkeypatch.setattr(files.os, "urandom", urandom)
+    return asked
+
+
+def test_a_name_already_taken_is_left_alone_and_another_is_drawn(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out.hlo"
+    taken = tmp_path / f".out.hlo.{'00' * 6}.tmp"
+    taken.write_text("someone else's\n")
+    asked = _same_random_name(monkeypatch, 1)
+    write_file(out, "HloModule m\n")
+    assert out.read_text() == "HloModule m\n"
+    assert taken.read_text() == "someone else's\n"
+    assert len(asked) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [taken.name, "out.hlo"]
+
+
+def test_no_free_name_is_an_error_naming_the_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out.hlo"
+    (tmp_path / f".out.hlo.{'00' * 6}.tmp").write_text("taken\n")
+    _same_random_name(monkeypatch, 10**6)
+    with pytest.raises(OSError) as info:
+        write_file(out, "HloModule m\n")
+    assert info.value.errno == errno.EEXIST and info.value.filename == str(out)
+    assert not out.exists()
+
+
+def test_a_new_output_gets_the_mode_the_umask_allows(tmp_path: Path) -> None:
+    out = tmp_path / "out.hlo"
+    umask = os.umask(0o027)
+    try:
+        write_file(out, "HloModule m\n")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
