@@ -193,8 +193,12 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         for comp in module.computations:
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
-            self._process_computation(comp, vlog, folds, hazards, transaction, survey, pricer)
-            survey.close_computation(comp)
+            # Most computations of a real module hold no gather (fusion bodies, reducers):
+            # one scan of their opcodes is all they cost.
+            gathers = [inst for inst in comp if inst.opcode in _GATHERS]
+            if gathers:
+                self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer)
+                survey.close_computation(comp)
         changed = bool(folds)
         deleted: list[tuple[str, str, str]] = []
         if changed:
@@ -212,6 +216,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     def _process_computation(
         self,
         comp: HloComputation,
+        gathers: list[HloInstruction],
         vlog: bool,
         folds: list[FoldRecord],
         hazards: list[Hazard],
@@ -220,10 +225,10 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         pricer: FoldPricer,
     ) -> None:
         candidates = []
-        for inst in comp.instructions:
+        for inst in gathers:
             if inst.opcode == "all-gather" and inst.operands:
                 candidates.append(inst)
-            elif inst.opcode in ("all-gather", "all-gather-start"):
+            else:
                 survey.not_candidate(inst, "no operand" if inst.opcode == "all-gather" else
                                      "asynchronous (all-gather-start): the pass folds only all-gather")
         # Hazards are judged on the program as written: a fold re-points users, which would

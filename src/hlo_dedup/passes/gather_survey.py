@@ -60,6 +60,7 @@ class GatherSurvey:
     _entries: dict[HloInstruction, _Entry] = field(default_factory=dict)
     _open: list[_Entry] = field(default_factory=list)  # the computation being processed
     _near: list[NearMiss] = field(default_factory=list)
+    _callers: dict[HloComputation, list[HloInstruction]] | None = None
 
     # ------------------------------------------------------------- decisions
     def not_candidate(self, inst: HloInstruction, reason: str) -> None:
@@ -124,16 +125,11 @@ class GatherSurvey:
     def _cross_computation(self) -> list[NearMiss]:
         """Traced gathers whose parameters are the same value seen from different
         computations (a weight passed to a forward and a backward body)."""
-        callers: dict[HloComputation, list[HloInstruction]] = defaultdict(list)
-        for comp in self.module.computations:
-            for inst in comp:
-                for callee in inst.called_computations:
-                    callers[callee].append(inst)
         groups: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
         for entry in self._entries.values():
             if entry.key is None or entry.raw is None or entry.raw.parent is None:
                 continue
-            origin = self._origin(entry.raw, entry.path, callers)
+            origin = self._origin(entry.raw, entry.path)
             if origin is None:
                 continue
             param, path = origin
@@ -150,15 +146,14 @@ class GatherSurvey:
                     computations, tuple(name for _, name in members)))
         return out
 
-    def _origin(self, param: HloInstruction, path: tuple[int, ...],
-                callers: dict[HloComputation, list[HloInstruction]]) -> tuple[HloInstruction, tuple[int, ...]] | None:
+    def _origin(self, param: HloInstruction, path: tuple[int, ...]) -> tuple[HloInstruction, tuple[int, ...]] | None:
         """The entry-level parameter (and path) a computation's parameter receives, through
         calls with one call site; None when that is not one value."""
         for _ in range(_MAX_ORIGIN_DEPTH):
             comp = param.parent
             if comp is None or comp is self.module.entry:
                 return param, path
-            sites = callers.get(comp, [])
+            sites = self._call_sites().get(comp, [])
             if len(sites) != 1 or sites[0].opcode not in _PARAMETER_PASSING:
                 return None
             number = param.parameter_number
@@ -170,6 +165,17 @@ class GatherSurvey:
                 return None
             param, path = found
         return None
+
+    def _call_sites(self) -> dict[HloComputation, list[HloInstruction]]:
+        """Callee -> the instructions calling it, over the whole module; made on first use
+        (gathers mostly sit in the entry, whose parameters need none)."""
+        if self._callers is None:
+            self._callers = defaultdict(list)
+            for comp in self.module.computations:
+                for inst in comp:
+                    for callee in inst.called_computations:
+                        self._callers[callee].append(inst)
+        return self._callers
 
     def _see_through(self, node: HloInstruction, path: tuple[int, ...]) -> tuple[HloInstruction, tuple[int, ...]] | None:
         """The walk, also through Shardy's GlobalToLocalShape (element i is operand i's
