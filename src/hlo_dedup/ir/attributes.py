@@ -135,7 +135,7 @@ def _printed_attribute_pattern() -> re.Pattern[str]:
         inner = rf"{inner}|{group}"
     part = rf"%?(?:[A-Za-z0-9_.]++|->?)++|<=|{string}|{group}"
     name = r"[A-Za-z_][A-Za-z0-9_.\-]*+"
-    return re.compile(rf", ({name})=(?!=)((?:{part})(?: ?(?:{part}))*+)(?=, {name}=(?!=)|\Z)")
+    return re.compile(rf", ({name})=(?![= ])((?: ?(?:{part}))++)(?=, {name}=(?!=)|\Z)")
 
 
 _PRINTED_ATTRIBUTE: re.Pattern[str] | None = None
