@@ -190,11 +190,15 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey = GatherSurvey(module, walk_to_parameter)
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
+        # Most computations of a real module hold no gather (fusion bodies, reducers). While
+        # the module is as read, a computation whose text never says all-gather has none
+        # (the pass adds no instruction), and is not even scanned; any other costs one scan.
+        source = module.source.text if module.is_pristine() else None  # type: ignore[union-attr]
         for comp in module.computations:
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
-            # Most computations of a real module hold no gather (fusion bodies, reducers):
-            # one scan of their opcodes is all they cost.
+            if source is not None and not _written_with_gathers(comp, source):
+                continue
             gathers = [inst for inst in comp if inst.opcode in _GATHERS]
             if gathers:
                 self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer)
@@ -321,6 +325,15 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
                           hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
+
+
+def _written_with_gathers(comp: HloComputation, source: str) -> bool:
+    """False when the computation's lines in the module's source (unchanged) hold no
+    all-gather: then neither does the computation."""
+    span = comp.span
+    if span is None or span.body_end < 0:
+        return True
+    return source.find("all-gather", span.start, span.body_end) >= 0
 
 
 def _no_gather_notes(module: HloModule) -> list[str]:
