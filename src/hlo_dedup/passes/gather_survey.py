@@ -60,7 +60,6 @@ class GatherSurvey:
     _entries: dict[HloInstruction, _Entry] = field(default_factory=dict)
     _open: list[_Entry] = field(default_factory=list)  # the computation being processed
     _near: list[NearMiss] = field(default_factory=list)
-    _callers: dict[HloComputation, list[HloInstruction]] | None = None
 
     # ------------------------------------------------------------- decisions
     def not_candidate(self, inst: HloInstruction, reason: str) -> None:
@@ -125,11 +124,20 @@ class GatherSurvey:
     def _cross_computation(self) -> list[NearMiss]:
         """Traced gathers whose parameters are the same value seen from different
         computations (a weight passed to a forward and a backward body)."""
+        callers: dict[HloComputation, list[HloInstruction]] = defaultdict(list)
+        top = self.module.entry
+        # The call sites only matter for a gathered parameter outside the entry (gathers
+        # mostly sit in the entry): only then is every instruction of the module visited.
+        if any(e.raw is not None and e.raw.parent not in (None, top) for e in self._entries.values()):
+            for comp in self.module.computations:
+                for inst in comp:
+                    for callee in inst.called_computations:
+                        callers[callee].append(inst)
         groups: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
         for entry in self._entries.values():
             if entry.key is None or entry.raw is None or entry.raw.parent is None:
                 continue
-            origin = self._origin(entry.raw, entry.path)
+            origin = self._origin(entry.raw, entry.path, callers)
             if origin is None:
                 continue
             param, path = origin
@@ -146,14 +154,15 @@ class GatherSurvey:
                     computations, tuple(name for _, name in members)))
         return out
 
-    def _origin(self, param: HloInstruction, path: tuple[int, ...]) -> tuple[HloInstruction, tuple[int, ...]] | None:
+    def _origin(self, param: HloInstruction, path: tuple[int, ...],
+                callers: dict[HloComputation, list[HloInstruction]]) -> tuple[HloInstruction, tuple[int, ...]] | None:
         """The entry-level parameter (and path) a computation's parameter receives, through
         calls with one call site; None when that is not one value."""
         for _ in range(_MAX_ORIGIN_DEPTH):
             comp = param.parent
             if comp is None or comp is self.module.entry:
                 return param, path
-            sites = self._call_sites().get(comp, [])
+            sites = callers.get(comp, [])
             if len(sites) != 1 or sites[0].opcode not in _PARAMETER_PASSING:
                 return None
             number = param.parameter_number
@@ -165,17 +174,6 @@ class GatherSurvey:
                 return None
             param, path = found
         return None
-
-    def _call_sites(self) -> dict[HloComputation, list[HloInstruction]]:
-        """Callee -> the instructions calling it, over the whole module; made on first use
-        (gathers mostly sit in the entry, whose parameters need none)."""
-        if self._callers is None:
-            self._callers = defaultdict(list)
-            for comp in self.module.computations:
-                for inst in comp:
-                    for callee in inst.called_computations:
-                        self._callers[callee].append(inst)
-        return self._callers
 
     def _see_through(self, node: HloInstruction, path: tuple[int, ...]) -> tuple[HloInstruction, tuple[int, ...]] | None:
         """The walk, also through Shardy's GlobalToLocalShape (element i is operand i's
