@@ -73,8 +73,11 @@ def _run_on_computation(comp: HloComputation, transaction: ModuleTransaction) ->
     """DCE of one computation; also the computations its surviving instructions call, in
     instruction order. One scan finds both: a computation without dead code (most of a
     real module) costs that scan only, and nothing in it can die."""
-    changed = _remove_multi_output_fusion_unused_outputs(comp, transaction)
     root = comp.root
+    changed = False
+    if comp.fusion_instruction is not None and root is not None and root.opcode == "tuple":
+        changed = _remove_multi_output_fusion_unused_outputs(comp, transaction)  # may re-root
+        root = comp.root
     dead = []
     callees: list[HloComputation] = []
     for inst in comp:
