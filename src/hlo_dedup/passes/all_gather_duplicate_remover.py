@@ -188,6 +188,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         folds: list[FoldRecord] = []
         hazards: list[Hazard] = []
         survey = GatherSurvey(module, walk_to_parameter)
+        self._shape_texts: dict[int, tuple[Any, str]] = {}
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
         # Most computations of a real module hold no gather (fusion bodies, reducers). While
@@ -203,6 +204,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             if gathers:
                 self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer)
                 survey.close_computation(comp)
+        self._shape_texts.clear()
         changed = bool(folds)
         deleted: list[tuple[str, str, str]] = []
         if changed:
@@ -304,16 +306,20 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             if not reasons:
                 same_value[inst] = keep
 
-    @staticmethod
-    def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
+    def _key_json(self, raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
         shape = inst.shape
         # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
         element_type = "tuple" if shape.element_type is None else shape.element_type.value
+        # Gathers share a few Shape objects: each is printed once per run (kept alive here,
+        # so its id stays its own).
+        printed = self._shape_texts.get(id(shape))
+        if printed is None:
+            printed = self._shape_texts[id(shape)] = (shape, shape.to_text())
         return {
             "parameter": raw.name,
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
             "element_type": element_type,
-            "shape": shape.to_text(),
+            "shape": printed[1],
             "replica_groups": _groups_json(inst.replica_groups),
         }
 
