@@ -76,8 +76,8 @@ def test_generated_attribute_lists_split_as_the_careful_scanner_does(text: str) 
 
 
 @pytest.mark.parametrize("text", [
-    ", channel_id=1, replica_groups=mesh['axis_0'=8] {'axis_0'}, dimensions={0}, use_global_device_ids=true, "
-    'metadata={op_name="jit(train_step)/jvp()/sharding_constraint" stack_frame_id=12}',
+    (", channel_id=1, replica_groups=mesh['axis_0'=8] {'axis_0'}, dimensions={0}, use_global_device_ids=true, "
+     'metadata={op_name="jit(train_step)/jvp()/sharding_constraint" stack_frame_id=12}'),
     ", replica_groups=[2,4]<=[8]T(1,0), dimensions={1}",
     ', backend_config={"a":[1,"}, c=2"]}, custom_call_target="x"',
     ", slice={[0:2], [0:4:2]}, sharding={devices=[2,1]<=[2]}",

@@ -49,7 +49,7 @@ class Table(dict):  # type: ignore[type-arg]
 
 @pytest.mark.parametrize("value", [
     {}, [], (), [[]], {"a": {}}, {"a": [1, 2.5, math.nan, math.inf, -math.inf, None, True, False]},
-    "line\nbreak \"quoted\" \\ \u2028 \u00e9 \x00", -0.0, 10**40, {1: 2, 2.5: 3, True: 4, None: 5},
+    "line\nbreak \"quoted\" \\ \u2028 \u00e9 \x00", -0.0, 10**40, {2: 1, 2.5: 3, True: 4, False: 5, None: 6},
     [Color.RED, Level.HIGH, {Color.RED: Level.HIGH}], Items([1, Table(a=Items())]),
 ])
 def test_subclasses_and_special_values_are_written_as_json_dumps_writes_them(value: object) -> None:

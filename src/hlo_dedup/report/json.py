@@ -120,7 +120,9 @@ _INFINITY = float("inf")
 
 
 def _float(value: float) -> str:
-    if value != value:
+    from math import isnan
+
+    if isnan(value):
         return "NaN"
     if value == _INFINITY:
         return "Infinity"
