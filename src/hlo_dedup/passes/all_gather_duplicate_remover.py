@@ -188,23 +188,13 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         folds: list[FoldRecord] = []
         hazards: list[Hazard] = []
         survey = GatherSurvey(module, walk_to_parameter)
-        self._shape_texts: dict[int, tuple[Any, str]] = {}
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
-        # Most computations of a real module hold no gather (fusion bodies, reducers). While
-        # the module is as read, a computation whose text never says all-gather has none
-        # (the pass adds no instruction), and is not even scanned; any other costs one scan.
-        source = module.source.text if module.is_pristine() else None  # type: ignore[union-attr]
-        for comp in module.computations:
+        for comp, gathers in _gathers_by_computation(module):
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
-            if source is not None and not _written_with_gathers(comp, source):
-                continue
-            gathers = [inst for inst in comp if inst.opcode in _GATHERS]
             if gathers:
                 self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer)
-                survey.close_computation(comp)
-        self._shape_texts.clear()
         changed = bool(folds)
         deleted: list[tuple[str, str, str]] = []
         if changed:
@@ -230,11 +220,10 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey: GatherSurvey,
         pricer: FoldPricer,
     ) -> None:
-        candidates = []
+        # The candidates: all-gathers with an operand; the survey hears why the others are not.
+        candidates = [inst for inst in gathers if inst.opcode == "all-gather" and inst.operands]
         for inst in gathers:
-            if inst.opcode == "all-gather" and inst.operands:
-                candidates.append(inst)
-            else:
+            if inst.opcode != "all-gather" or not inst.operands:
                 survey.not_candidate(inst, "no operand" if inst.opcode == "all-gather" else
                                      "asynchronous (all-gather-start): the pass folds only all-gather")
         # Hazards are judged on the program as written: a fold re-points users, which would
@@ -305,16 +294,18 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             survey.folded(inst, keep)
             if not reasons:
                 same_value[inst] = keep
+        survey.close_computation(comp)
 
-    def _key_json(self, raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
+    @staticmethod
+    def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
         shape = inst.shape
         # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
         element_type = "tuple" if shape.element_type is None else shape.element_type.value
-        # Gathers share a few Shape objects: each is printed once per run (kept alive here,
-        # so its id stays its own).
-        printed = self._shape_texts.get(id(shape))
-        if printed is None:
-            printed = self._shape_texts[id(shape)] = (shape, shape.to_text())
+        printed = _SHAPE_TEXTS.get(id(shape))
+        if printed is None or printed[0] is not shape:
+            if len(_SHAPE_TEXTS) >= 1024:
+                _SHAPE_TEXTS.clear()
+            printed = _SHAPE_TEXTS[id(shape)] = (shape, shape.to_text())
         return {
             "parameter": raw.name,
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
@@ -331,6 +322,21 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
                           hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
+
+
+#: Printed shapes by Shape object (kept alive here, so an id stays its own): the gathers of
+#: a module share a few, so a key's shape is printed once, not once per gather.
+_SHAPE_TEXTS: dict[int, tuple[Any, str]] = {}
+
+
+def _gathers_by_computation(module: HloModule) -> list[tuple[HloComputation, list[HloInstruction]]]:
+    """Each computation with its all-gathers and all-gather-starts, in order (a fold changes
+    no other computation's). Most computations of a real module hold none (fusion bodies,
+    reducers): while the module is as read, one whose source lines never say all-gather has
+    none and is not scanned at all."""
+    source = module.source.text if module.is_pristine() else None  # type: ignore[union-attr]
+    return [(comp, [] if source is not None and not _written_with_gathers(comp, source)
+             else [inst for inst in comp if inst.opcode in _GATHERS]) for comp in module.computations]
 
 
 def _written_with_gathers(comp: HloComputation, source: str) -> bool:
