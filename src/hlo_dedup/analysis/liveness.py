@@ -216,7 +216,7 @@ class ComputationLiveness:
         position = self.position
         element_readers = self.element_readers
         end = position[inst] if inst in element_readers else -1
-        for user in inst.users:
+        for user in inst.iter_users():
             if user not in element_readers:
                 q = position[user]
                 if q > end:
