@@ -6,9 +6,9 @@
 
 Each module runs `hlo-dedup FILE -o OUT --report R.json` (the default pipeline) in a fresh
 process through `hlo_dedup.cli.main`, with one profiler per phase, switched on around the
-functions the command calls for it: read (`read_source`), parse (`modules_from_bytes`),
+functions `hlo_dedup.run` calls for it: read (`read_source`), parse (`modules_from_bytes`),
 passes (`Pipeline.run`), print (`render_modules`), write (`write_output`), report
-(`RunReport.dumps`, `RunReport.summary`). For each phase it lists the functions with the
+(`render_json`, `render_summary`). For each phase it lists the functions with the
 most own time: calls, own and cumulative seconds, µs per call, and calls per computation and
 per instruction (what a cost scales with). cProfile slows Python-heavy code about 2x: read the shares, not the seconds. The
 imports are `python -X importtime -c "import hlo_dedup.cli"`, largest first. Every process
@@ -36,12 +36,12 @@ from real_modules import child_env  # noqa: E402
 PROF_DIR = gen.OUT / "prof"
 #: phase -> (module, attribute) of what the command calls for it, looked up at run time.
 HOOKS = {
-    "read": [("hlo_dedup.cli", "read_source")],
-    "parse": [("hlo_dedup.cli", "modules_from_bytes")],
+    "read": [("hlo_dedup.run", "read_source")],
+    "parse": [("hlo_dedup.run", "modules_from_bytes")],
     "passes": [("hlo_dedup.passes.pipeline", "Pipeline.run")],
-    "print": [("hlo_dedup.cli", "render_modules")],
-    "write": [("hlo_dedup.cli", "write_output")],
-    "report": [("hlo_dedup.report", "RunReport.dumps"), ("hlo_dedup.report", "RunReport.summary")],
+    "print": [("hlo_dedup.run", "render_modules")],
+    "write": [("hlo_dedup.run", "write_output")],
+    "report": [("hlo_dedup.run", "render_json"), ("hlo_dedup.run", "render_summary")],
 }
 
 

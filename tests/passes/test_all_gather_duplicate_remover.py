@@ -24,6 +24,7 @@ from gather_cases import (
     run,
 )
 
+from support import corpus_files
 from hlo_dedup import parse_module
 
 # ------------------------------------------------------------- FindRawParameter walk arms
@@ -406,6 +407,40 @@ def test_dedup_is_per_computation(check_output) -> None:
     assert gathers(m) == ["ag_b0", "ag_e"]
     assert operands(m, "sl1", "body") == ["ag_b0"]
     check_output(m)
+
+
+def test_computations_whose_text_holds_no_gather_are_skipped_only_while_read_as_is() -> None:
+    # The pass skips a computation of an unchanged module when its lines never say
+    # all-gather; once the module was edited, every computation is scanned.
+    from hlo_dedup.ir import HloInstruction
+
+    m = entry(P0 + "\n  ROOT n = f32[2,4]{1,0} negate(p0)")
+    assert run(m).folds == []
+    comp = m.entry
+    p0 = comp.get_instruction("p0")
+    made = [comp.add_instruction(HloInstruction(name, "all-gather", "f32[8,4]{1,0}", [p0],
+                                                [("replica_groups", "{{0,1,2,3}}"), ("dimensions", "{0}")]))
+            for name in ("ag_a", "ag_b")]
+    root = comp.add_instruction(HloInstruction("out", "tuple", "(f32[8,4]{1,0}, f32[8,4]{1,0})", made))
+    comp.set_root(root, accept_different_shape=True)
+    result = run(m)
+    assert [(f.kept, f.removed) for f in result.folds] == [("ag_a", "ag_b")]
+
+
+def test_every_computation_holding_a_gather_says_so_in_its_text() -> None:
+    from hlo_dedup.passes.all_gather_duplicate_remover import _written_with_gathers
+
+    seen = 0
+    for path in corpus_files():
+        try:
+            m = parse_module(path.read_text(), str(path))
+        except ValueError:
+            continue
+        for comp in m.computations:
+            if any(i.opcode.startswith("all-gather") for i in comp):
+                seen += 1
+                assert _written_with_gathers(comp, m.source.text), (path.name, comp.name)
+    assert seen
 
 
 def test_all_gather_start_is_never_a_candidate() -> None:

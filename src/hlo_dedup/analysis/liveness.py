@@ -143,19 +143,18 @@ class ComputationLiveness:
         special: list[int] = []
         static_bytes = 0
         position, sizes, ends, static = self.position, self.sizes, self.ends, self.static
-        plain_size, opcode_code = ml.plain_size, ml.opcode_code
+        text_size, opcode_code = ml.text_size, ml.opcode_code
         for p, inst in enumerate(insts):
             position[inst] = p
             for o in inst.operands:
                 ends[position[o]] = p
-            try:
-                shape = inst.shape
-            except ValueError:
-                self.unsized.append(inst)
-                continue
-            size = plain_size.get(id(shape))
+            size = text_size.get(inst.shape_text)  # a shape decoded once per distinct text
             if size is None:
-                size = ml.learn_shape(shape)
+                try:
+                    size = ml.learn_shape(inst)
+                except ValueError:
+                    self.unsized.append(inst)
+                    continue
             code = opcode_code.get(inst.opcode)
             if code is None:
                 code = ml.learn_opcode(inst.opcode)
@@ -217,7 +216,7 @@ class ComputationLiveness:
         position = self.position
         element_readers = self.element_readers
         end = position[inst] if inst in element_readers else -1
-        for user in inst.users:
+        for user in inst.iter_users():
             if user not in element_readers:
                 q = position[user]
                 if q > end:
@@ -382,18 +381,23 @@ class ModuleLiveness:
         self.module = module
         self._computations: dict[HloComputation, ComputationLiveness] = {}
         self.call_sites: dict[HloComputation, list[tuple[HloComputation, HloInstruction]]] = {}
-        # Per Shape object (parsed shapes are shared objects, so there are few): its
-        # bytes as a plain buffer, -1 if tuple-shaped. Keyed by id(); `_shapes` keeps
-        # the objects alive so an id is never reused while this analysis exists.
-        self.plain_size: dict[int, int] = {}
+        # Per shape text (a module writes few distinct ones): its bytes as a plain buffer,
+        # -1 if tuple-shaped; the text is all the build reads of most instructions.
+        self.text_size: dict[str, int] = {}
+        # Per Shape object: `_shapes` keeps the objects alive so an id is never reused
+        # while this analysis exists.
         self._shapes: dict[int, ShapeInfo] = {}
         # Per opcode: 0 for a plain definer, STATIC_CODE for parameter and constant,
         # SPECIAL_CODE for anything else the build visits one by one.
         self.opcode_code: dict[str, int] = {}
 
-    def learn_shape(self, shape: Shape) -> int:
-        info = self.shape_info(shape)
-        size = self.plain_size[id(shape)] = -1 if info.leaf_sizes is not None else info.size
+    def learn_shape(self, inst: HloInstruction) -> int:
+        """`inst`'s bytes as a plain buffer (-1 if tuple-shaped), learnt for its shape text;
+        ValueError if its shape cannot be decoded."""
+        info = self.shape_info(inst.shape)
+        size = -1 if info.leaf_sizes is not None else info.size
+        if inst.shape_text is not None:  # an inferred shape is not one text's
+            self.text_size[inst.shape_text] = size
         return size
 
     def shape_info(self, shape: Shape) -> ShapeInfo:

@@ -4,8 +4,10 @@ Pricing a fold changes the live bytes of whole instruction ranges (a buffer that
 lives longer, one that is gone) and asks for the peak after each change; recomputing
 the profile would cost O(n) per fold. This is the bottom-up tree with one pending add
 per internal node: ``_top[i]`` is the maximum over node i's range with node i's own
-pending add included but not its ancestors'. Queries first push the pending adds
-down the two boundary paths, after which every node a query reads is exact.
+pending add included but not its ancestors'. Adds commute with max, so pending adds
+never move: a query adds those of the ancestors of the nodes it reads, and the argmax
+descent compares siblings, which share every ancestor's add. Each operation is a few
+loops of the tree's height in plain Python, with no call inside them.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ class RangeAddMaxTree:
         for level in reversed(levels):
             top.extend(level)
         self._top = top
-        self._add = [0] * size  # pending adds of internal nodes (a leaf's lives in _top)
+        # Pending adds of internal nodes (a leaf's lives in _top); one more entry, always 0,
+        # for the node past the end that `max` steps onto when a range reaches the last leaf.
+        self._add = [0] * (size + 1)
 
     def add(self, lo: int, hi: int, delta: int) -> None:
         """v[i] += delta for lo <= i <= hi (nothing if hi < lo)."""
@@ -66,8 +70,21 @@ class RangeAddMaxTree:
                     add[right] += delta
             left >>= 1
             right >>= 1
-        self._pull(lo + size)
-        self._pull(hi + size)
+        # Recompute the ancestors of both boundary leaves, bottom up: two paths until they
+        # meet, then one.
+        i = (lo + size) >> 1
+        j = (hi + size) >> 1
+        while i != j:
+            a, b = top[2 * i], top[2 * i + 1]
+            top[i] = (a if a > b else b) + add[i]
+            a, b = top[2 * j], top[2 * j + 1]
+            top[j] = (a if a > b else b) + add[j]
+            i >>= 1
+            j >>= 1
+        while i:
+            a, b = top[2 * i], top[2 * i + 1]
+            top[i] = (a if a > b else b) + add[i]
+            i >>= 1
 
     def peak(self) -> int:
         """The maximum over all program points."""
@@ -77,72 +94,54 @@ class RangeAddMaxTree:
         """The maximum of v[lo..hi] (lo <= hi)."""
         if hi < lo or lo < 0 or hi >= self.n:
             raise IndexError(f"range [{lo}, {hi}] outside [0, {self.n - 1}] or empty")
-        size = self._size
-        self._push(lo + size)
-        self._push(hi + size)
-        top = self._top
-        best = _PADDING
+        top, add, size = self._top, self._add, self._size
         left = lo + size
         right = hi + size + 1
+        # The nodes read on the left all lie under node left - 1 of the level reached, those
+        # on the right under node right: each level up adds that node's pending add. Before
+        # a side reads anything it is _PADDING, which no sum of adds brings near a value.
+        best_left = best_right = _PADDING
         while left < right:
             if left & 1:
-                if top[left] > best:
-                    best = top[left]
+                if top[left] > best_left:
+                    best_left = top[left]
                 left += 1
             if right & 1:
                 right -= 1
-                if top[right] > best:
-                    best = top[right]
+                if top[right] > best_right:
+                    best_right = top[right]
             left >>= 1
             right >>= 1
+            best_left += add[left - 1]
+            best_right += add[right]
+        # The loop ends with left == right: climb from the two neighbours to where they
+        # meet, then add the common ancestors' adds once.
+        i, j = left - 1, right
+        while True:
+            i >>= 1
+            j >>= 1
+            if i == j:
+                break
+            best_left += add[i]
+            best_right += add[j]
+        best = best_left if best_left > best_right else best_right
+        while i:
+            best += add[i]
+            i >>= 1
         return best
 
     def argmax(self) -> int:
         """The first program point holding the maximum."""
-        top, add, size = self._top, self._add, self._size
+        top, size = self._top, self._size
         node = 1
         while node < size:
-            pending = add[node]
-            if pending:
-                self._apply(2 * node, pending)
-                self._apply(2 * node + 1, pending)
-                add[node] = 0
             node = 2 * node if top[2 * node] >= top[2 * node + 1] else 2 * node + 1
         return node - size
 
     def values(self) -> list[int]:
         """All n values (O(n); for tests and reports)."""
-        for i in range(1, self._size):
-            pending = self._add[i]
-            if pending:
-                self._apply(2 * i, pending)
-                self._apply(2 * i + 1, pending)
-                self._add[i] = 0
-        return self._top[self._size : self._size + self.n]
-
-    # ------------------------------------------------------------------ internals
-    def _apply(self, node: int, delta: int) -> None:
-        self._top[node] += delta
-        if node < self._size:
-            self._add[node] += delta
-
-    def _pull(self, leaf: int) -> None:
-        """Recompute the ancestors of `leaf` from their children."""
-        top, add = self._top, self._add
-        i = leaf >> 1
-        while i:
-            left = top[2 * i]
-            right = top[2 * i + 1]
-            top[i] = (left if left > right else right) + add[i]
-            i >>= 1
-
-    def _push(self, leaf: int) -> None:
-        """Move the pending adds on the root-to-`leaf` path into the children."""
-        add = self._add
-        for shift in range(self._height, 0, -1):
-            node = leaf >> shift
-            pending = add[node]
-            if pending:
-                self._apply(2 * node, pending)
-                self._apply(2 * node + 1, pending)
-                add[node] = 0
+        top, add, size = self._top, self._add, self._size
+        above = [0] * (2 * size)  # the pending adds of each node's ancestors
+        for i in range(2, 2 * size):
+            above[i] = above[i >> 1] + add[i >> 1]
+        return [top[i] + above[i] for i in range(size, size + self.n)]

@@ -197,11 +197,11 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey = GatherSurvey(module, walk_to_parameter)
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
-        for comp in module.computations:
+        for comp, gathers in _gathers_by_computation(module):
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
-            self._process_computation(comp, vlog, folds, hazards, transaction, survey, pricer)
-            survey.close_computation(comp)
+            if gathers:
+                self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer)
         changed = bool(folds)
         deleted: list[tuple[str, str, str]] = []
         if changed:
@@ -219,6 +219,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     def _process_computation(
         self,
         comp: HloComputation,
+        gathers: list[HloInstruction],
         vlog: bool,
         folds: list[FoldRecord],
         hazards: list[Hazard],
@@ -226,11 +227,10 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey: GatherSurvey,
         pricer: FoldPricer,
     ) -> None:
-        candidates = []
-        for inst in comp.instructions:
-            if inst.opcode == "all-gather" and inst.operands:
-                candidates.append(inst)
-            elif inst.opcode in ("all-gather", "all-gather-start"):
+        # The candidates: all-gathers with an operand; the survey hears why the others are not.
+        candidates = [inst for inst in gathers if inst.opcode == "all-gather" and inst.operands]
+        for inst in gathers:
+            if inst.opcode != "all-gather" or not inst.operands:
                 survey.not_candidate(inst, "no operand" if inst.opcode == "all-gather" else
                                      "asynchronous (all-gather-start): the pass folds only all-gather")
         # Hazards are judged on the program as written: a fold re-points users, which would
@@ -301,17 +301,23 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             survey.folded(inst, keep)
             if not reasons:
                 same_value[inst] = keep
+        survey.close_computation(comp)
 
     @staticmethod
     def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
         shape = inst.shape
         # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
         element_type = "tuple" if shape.element_type is None else shape.element_type.value
+        printed = _SHAPE_TEXTS.get(id(shape))
+        if printed is None or printed[0] is not shape:
+            if len(_SHAPE_TEXTS) >= 1024:
+                _SHAPE_TEXTS.clear()
+            printed = _SHAPE_TEXTS[id(shape)] = (shape, shape.to_text())
         return {
             "parameter": raw.name,
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
             "element_type": element_type,
-            "shape": shape.to_text(),
+            "shape": printed[1],
             "replica_groups": _groups_json(inst.replica_groups),
         }
 
@@ -323,6 +329,30 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
                           hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
+
+
+#: Printed shapes by Shape object (kept alive here, so an id stays its own): the gathers of
+#: a module share a few, so a key's shape is printed once, not once per gather.
+_SHAPE_TEXTS: dict[int, tuple[Any, str]] = {}
+
+
+def _gathers_by_computation(module: HloModule) -> list[tuple[HloComputation, list[HloInstruction]]]:
+    """Each computation with its all-gathers and all-gather-starts, in order (a fold changes
+    no other computation's). Most computations of a real module hold none (fusion bodies,
+    reducers): while the module is as read, one whose source lines never say all-gather has
+    none and is not scanned at all."""
+    source = module.source.text if module.is_pristine() else None  # type: ignore[union-attr]
+    return [(comp, [] if source is not None and not _written_with_gathers(comp, source)
+             else [inst for inst in comp if inst.opcode in _GATHERS]) for comp in module.computations]
+
+
+def _written_with_gathers(comp: HloComputation, source: str) -> bool:
+    """False when the computation's lines in the module's source (unchanged) hold no
+    all-gather: then neither does the computation."""
+    span = comp.span
+    if span is None or span.body_end < 0:
+        return True
+    return source.find("all-gather", span.start, span.body_end) >= 0
 
 
 def _no_gather_notes(module: HloModule) -> list[str]:

@@ -55,12 +55,12 @@ def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> 
     changed = False
     while stack:
         comp = stack.pop()
-        changed |= _run_on_computation(comp, transaction)
-        for inst in comp:
-            for callee in inst.called_computations:
-                if callee in to_remove:
-                    to_remove.discard(callee)
-                    stack.append(callee)
+        comp_changed, callees = _run_on_computation(comp, transaction)
+        changed |= comp_changed
+        for callee in callees:
+            if callee in to_remove:
+                to_remove.discard(callee)
+                stack.append(callee)
     for comp in module.computations:
         if comp in to_remove:
             transaction.before_rewrite()
@@ -69,11 +69,29 @@ def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> 
     return changed
 
 
-def _run_on_computation(comp: HloComputation, transaction: ModuleTransaction) -> bool:
-    changed = _remove_multi_output_fusion_unused_outputs(comp, transaction)
-    changed |= _remove_dead_roots(comp, transaction)
-    changed |= _remove_dead_parameters(comp, transaction)
-    return changed
+def _run_on_computation(comp: HloComputation, transaction: ModuleTransaction) -> tuple[bool, list[HloComputation]]:
+    """DCE of one computation; also the computations its surviving instructions call, in
+    instruction order. One scan finds both: a computation without dead code (most of a
+    real module) costs that scan only, and nothing in it can die."""
+    root = comp.root
+    changed = False
+    if comp.fusion_instruction is not None and root is not None and root.opcode == "tuple":
+        changed = _remove_multi_output_fusion_unused_outputs(comp, transaction)  # may re-root
+        root = comp.root
+    dead = []
+    callees: list[HloComputation] = []
+    for inst in comp:
+        if not inst.user_count and inst is not root:
+            dead.append(inst)
+        if inst.called_computations:
+            callees += inst.called_computations
+    if dead:
+        removed = _remove_dead_roots(comp, dead, transaction)
+        removed |= _remove_dead_parameters(comp, transaction)
+        if removed:
+            callees = [callee for inst in comp for callee in inst.called_computations]
+        changed |= removed
+    return changed, callees
 
 
 def _frontend_true(inst: HloInstruction, keys: tuple[str, ...]) -> bool:
@@ -142,16 +160,14 @@ def can_remove_instruction(inst: HloInstruction) -> bool:
     return True
 
 
-def _remove_dead_roots(comp: HloComputation, transaction: ModuleTransaction) -> bool:
-    """RemoveDeadRoots.
+def _remove_dead_roots(comp: HloComputation, pending: list[HloInstruction], transaction: ModuleTransaction) -> bool:
+    """RemoveDeadRoots, given the computation's dead instructions in order.
 
     XLA walks the whole reverse post order and removes what is removable when reached.
     Only dead instructions can be removed and an instruction only dies when a user is
     removed, so we visit the dead ones (users before operands) and then each operand a
     removal left dead — the same removals without a post order of all the live code.
     """
-    root = comp.root
-    pending = [i for i in comp if not i.user_count and i is not root]
     changed = False
     while pending:
         inst = pending.pop()  # last in text order first: users before their operands

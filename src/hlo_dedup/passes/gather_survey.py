@@ -131,10 +131,14 @@ class GatherSurvey:
         """Traced gathers whose parameters are the same value seen from different
         computations (a weight passed to a forward and a backward body)."""
         callers: dict[HloComputation, list[HloInstruction]] = defaultdict(list)
-        for comp in self.module.computations:
-            for inst in comp:
-                for callee in inst.called_computations:
-                    callers[callee].append(inst)
+        top = self.module.entry
+        # The call sites only matter for a gathered parameter outside the entry (gathers
+        # mostly sit in the entry): only then is every instruction of the module visited.
+        if any(e.raw is not None and e.raw.parent not in (None, top) for e in self._entries.values()):
+            for comp in self.module.computations:
+                for inst in comp:
+                    for callee in inst.called_computations:
+                        callers[callee].append(inst)
         groups: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
         for entry in self._entries.values():
             if entry.key is None or entry.raw is None or entry.raw.parent is None:

@@ -102,7 +102,118 @@ def report_json(report: RunReport) -> dict[str, Any]:
 
 def render_json(report: RunReport) -> str:
     """`--report`: the report as indented JSON text."""
-    return json.dumps(report_json(report), indent=2, ensure_ascii=False) + "\n"
+    return dumps_indented(report_json(report)) + "\n"
+
+
+def dumps_indented(value: Any) -> str:
+    """`json.dumps(value, indent=2, ensure_ascii=False)`, byte for byte, without the
+    standard library's generator-per-level encoder (Python's C encoder does no indent): a
+    report of thousands of folds is a hundred thousand values, and this writes each with a
+    type check and an append."""
+    out: list[str] = []
+    _write(value, out, "\n")
+    return "".join(out)
+
+
+_ENCODE_STRING = json.encoder.encode_basestring  # the C one where Python has it
+_INFINITY = float("inf")
+
+
+def _float(value: float) -> str:
+    from math import isnan
+
+    if isnan(value):
+        return "NaN"
+    if value == _INFINITY:
+        return "Infinity"
+    if value == -_INFINITY:
+        return "-Infinity"
+    return float.__repr__(value)
+
+
+#: How `json` writes a value of exactly these types (subclasses go through `_write_other`).
+_SCALARS: dict[type, Any] = {
+    str: _ENCODE_STRING,
+    int: int.__repr__,
+    float: _float,
+    bool: lambda value: "true" if value else "false",
+    type(None): lambda value: "null",
+}
+
+
+def _write(value: Any, out: list[str], newline: str) -> None:
+    """Append `value` at the indent `newline` ("\\n" and two spaces per level) ends with;
+    scalars inside a container are written in its loop, without a call of this."""
+    scalar = _SCALARS.get(type(value))
+    if scalar is not None:
+        out.append(scalar(value))
+        return
+    kind = type(value)
+    if kind is dict:
+        if not value:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        separator = "{" + inner
+        for key, item in value.items():
+            head = separator + (_ENCODE_STRING(key) if type(key) is str else _key(key)) + ": "
+            separator = "," + inner
+            scalar = _SCALARS.get(type(item))
+            if scalar is not None:
+                out.append(head + scalar(item))
+            else:
+                out.append(head)
+                _write(item, out, inner)
+        out.append(newline + "}")
+    elif kind is list or kind is tuple:
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        separator = "[" + inner
+        for item in value:
+            scalar = _SCALARS.get(type(item))
+            if scalar is not None:
+                out.append(separator + scalar(item))
+            else:
+                out.append(separator)
+                _write(item, out, inner)
+            separator = "," + inner
+        out.append(newline + "]")
+    else:
+        _write_other(value, out, newline)
+
+
+def _write_other(value: Any, out: list[str], newline: str) -> None:
+    """What `json` does with the other values: subclasses by the types they extend, in its
+    order of checks; floats with its NaN and infinity spellings."""
+    if isinstance(value, str):
+        out.append(_ENCODE_STRING(value))
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        out.append(_float(value))
+    elif isinstance(value, (list, tuple)):
+        _write(list(value), out, newline)
+    elif isinstance(value, dict):
+        _write(dict(value), out, newline)
+    else:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _key(key: Any) -> str:
+    """A dict key that is not a str, as `json` writes it (a quoted string)."""
+    if isinstance(key, str):
+        text = key
+    elif isinstance(key, float):
+        text = _float(key)
+    elif key is True or key is False or key is None:
+        text = {True: "true", False: "false", None: "null"}[key]
+    elif isinstance(key, int):
+        text = int.__repr__(key)
+    else:
+        raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+    return _ENCODE_STRING(text)
 
 
 def load_schema() -> dict[str, Any]:
@@ -214,7 +325,17 @@ def _memory_json(price: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: price[k] for k in keys}
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _jsonable(value: Any) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:  # most of a key: names, numbers, lists of them
+        return value
+    if kind is list or kind is tuple:
+        return [v if type(v) in _PLAIN else _jsonable(v) for v in value]
+    if kind is dict:
+        return {k if type(k) is str else str(k): v if type(v) in _PLAIN else _jsonable(v) for k, v in value.items()}
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
