@@ -19,8 +19,8 @@ repeated) is re-encoded canonically through the full schema and read again.
 from __future__ import annotations
 
 from collections import deque
-from itertools import compress
-from operator import sub
+from itertools import compress, repeat
+from operator import ne, sub
 from typing import Any
 
 from .descriptors import length_delimited, varint, varint_field
@@ -28,20 +28,23 @@ from .proto_fields import first_unsupported, message_classes
 from .proto_values import InvalidProto, UnsupportedProto
 
 _NOT_A_MESSAGE = b"\x00"  # a tag of field 0: no valid message encoding is this
-# field -> (separator value, value when unset, whether values append (id lists)).
+# field -> (separator value, value when unset, whether values append (id lists)). A false
+# separator (0, "", b"") marks a field proto3 never writes with its default value (a
+# scalar, a string, bytes, a packed list): there, every value the encoding holds is true.
+# Messages are written even when empty, so theirs is an encoding no message has.
 _ALIGNED: dict[str, tuple[Any, Any, bool]] = {
-    "name": ("\x00", "", False),
-    "opcode": ("\x00", "", False),
+    "name": ("", "", False),
+    "opcode": ("", "", False),
     "shape": (_NOT_A_MESSAGE, b"", False),
     "metadata": (_NOT_A_MESSAGE, b"", False),
-    "id": (-1, 0, False),
-    "parameter_number": (-1, 0, False),
-    "operand_ids": (b"", b"", True),  # a packed list is never written empty
+    "id": (0, 0, False),
+    "parameter_number": (0, 0, False),
+    "operand_ids": (b"", b"", True),
     "control_predecessor_ids": (b"", b"", True),
     "called_computation_ids": (b"", b"", True),
     "sharding": (_NOT_A_MESSAGE, None, False),
     "frontend_attributes": (_NOT_A_MESSAGE, b"", False),
-    "backend_config": (b"\x00\x00", b"", False),
+    "backend_config": (b"", b"", False),
     "statistics_viz": (_NOT_A_MESSAGE, b"", False),
     "original_value": (_NOT_A_MESSAGE, None, False),
 }
@@ -61,22 +64,24 @@ def _separator() -> bytes:
 
 def _align(column: Any, n: int, separator: Any, unset: Any, appends: bool) -> list[Any] | None:
     """One value per instruction from a column of separators and values (None when
-    a value cannot be told from the separator). Loops run in C: the value at
-    position ``p`` that is the ``t``-th value (from 0) belongs to instruction ``p - t - 1``."""
+    a value cannot be told from the separator: a default value written out, which the
+    canonical re-encoding drops). Loops run in C: the value at position ``p`` that is
+    the ``t``-th value (from 0) belongs to instruction ``p - t - 1``."""
     extra = len(column) - n
     if extra == 0:  # the separators alone: no instruction sets the field
         return [unset] * n
     if extra == n:
         # Every instruction sets it once exactly when no separator is at an odd position.
         odd = column[1::2]
-        if separator not in odd:
+        if (separator not in odd) if separator else all(odd):
             return odd
     values = column[:]
-    positions = list(compress(range(len(values)), map(separator.__ne__, values)))
+    is_value = list(map(ne, values, repeat(separator))) if separator else values
+    positions = list(compress(range(len(values)), is_value))
     if len(positions) != extra:
         return None
     owners = list(map(sub, positions, range(1, extra + 1)))
-    own = list(map(values.__getitem__, positions))
+    own = list(compress(values, is_value))
     out = [unset] * n
     if len(set(owners)) != extra:  # a field in several records of one instruction
         if not appends:
@@ -164,11 +169,13 @@ class ModuleData:
             return [self.view(i) for i in indices]
         return views.items
 
-    def permute(self, start: int, order: list[int]) -> None:
-        """Reorder instructions ``start .. start + len(order)`` (before any view is made)."""
-        stop = start + len(order)
+    def reorder(self, position: list[int], spans: list[tuple[int, int]]) -> None:
+        """Put instruction ``position[t]`` at index ``t`` of every list, for ``t`` in the
+        ``(start, stop)`` spans (before any view is made)."""
         for values in [self.raw, *self.columns.values()]:
-            values[start:stop] = [values[start + k] for k in order]
+            get = values.__getitem__
+            for start, stop in spans:
+                values[start:stop] = list(map(get, position[start:stop]))
 
 
 class _NotCanonical(Exception):

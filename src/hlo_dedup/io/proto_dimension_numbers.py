@@ -68,18 +68,24 @@ def dim_labels(dnums: Any) -> str:
     return f"dim_labels={lhs}_{rhs}->{out}"
 
 
-def _precision(ins: Site, operand_count: int) -> Iterator[str]:
+def _precision(ins: Site, operand_count: int) -> tuple[str, ...]:
     """``PrintPrecisionConfig`` after the loader resizes operand_precision."""
-    if not ins.view.precision_config:
-        return
-    config = ins.decode("PrecisionConfig", "precision_config")
+    data = ins.view.precision_config
+    if not data:
+        return ()
+    return ins.printer.decoder.printed("PrecisionConfig", data, _precision_parts, operand_count)  # type: ignore[no-any-return]
+
+
+def _precision_parts(config: Any, operand_count: int) -> tuple[str, ...]:
+    parts = []
     precisions = list(config.operand_precision)[:operand_count]
     precisions += [0] * (operand_count - len(precisions))
     if any(p != 0 for p in precisions):
         names = [enum_name(_PRECISIONS, p, "PrecisionConfig.operand_precision") for p in precisions]
-        yield "operand_precision={" + ",".join(names) + "}"
+        parts.append("operand_precision={" + ",".join(names) + "}")
     if config.algorithm:
-        yield "algorithm=" + enum_name(_ALGORITHMS, config.algorithm, "PrecisionConfig.algorithm")
+        parts.append("algorithm=" + enum_name(_ALGORITHMS, config.algorithm, "PrecisionConfig.algorithm"))
+    return tuple(parts)
 
 
 def _groups(ins: Site) -> Iterator[str]:
@@ -204,8 +210,7 @@ def dot_dimensions(d: Any) -> str:
 
 @_PRINTERS.register("dot")
 def _dot(ins: Site) -> Iterator[str]:
-    raw = required(ins, "dot_dimension_numbers")
-    yield dot_dimensions(ins.printer.decoder.decode("DotDimensionNumbers", raw))
+    yield ins.printer.decoder.printed("DotDimensionNumbers", required(ins, "dot_dimension_numbers"), dot_dimensions)
     yield from _precision(ins, ins.operand_count)
 
 

@@ -199,6 +199,7 @@ class Decoder:
     def __init__(self) -> None:
         self._classes = message_classes(True)
         self._cache: dict[tuple[str, bytes], Any] = {}
+        self._texts: dict[tuple[Any, ...], Any] = {}
 
     def decode(self, message: str, data: bytes) -> Any:
         key = (message, data)
@@ -212,6 +213,16 @@ class Decoder:
                     _name_unsupported(message, data)
             self._cache[key] = msg
         return msg
+
+    def printed(self, message: str, data: bytes, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(decoded data, *args)``, memoised on the function, bytes and arguments: for
+        the texts of sub-messages that repeat over many instructions (dimension numbers,
+        precision configs, shardings)."""
+        key = (fn, data, args)
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = fn(self.decode(message, data), *args)
+        return text
 
     def memo(self, fn: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
         """``fn`` memoised on its bytes argument (for texts printed from sub-messages)."""

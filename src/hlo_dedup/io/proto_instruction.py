@@ -11,8 +11,9 @@ over the module's instructions, read from the columns of
 from __future__ import annotations
 
 import re
-from itertools import accumulate, chain, repeat
-from operator import lt
+from bisect import bisect_right
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import and_, ge, lt
 from typing import Any, Sequence
 
 from ..ir.shape import PrimitiveType
@@ -55,6 +56,8 @@ _CHANNEL_COLLECTIVES = frozenset(
 
 _BAD_NAME_CHAR = re.compile(r"[^A-Za-z0-9_.\-\n]|^[^A-Za-z_]|\n[^A-Za-z_]")
 _NOT_ALLOWED = re.compile(rb"[^A-Za-z0-9_.\-]")
+_NAME_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-\n"
+_BAD_NAME_START = re.compile(r"\n[0-9.\-]")  # after the other name bytes are checked
 _TYPE_NAMES = frozenset([t.value for t in PrimitiveType] + ["primitive_type_invalid", "buffer"])
 
 
@@ -74,10 +77,13 @@ def sanitized_name(name: str) -> str:
 
 
 def sanitized_names(names: list[str]) -> list[str]:
-    """:func:`sanitized_name` of each, with one regex scan when all are plain."""
+    """:func:`sanitized_name` of each; all at once (in C) when all are plain."""
     joined = "\n".join(names)
     if (
-        _BAD_NAME_CHAR.search(joined) is None
+        joined.isascii()
+        and not joined.encode("ascii").translate(None, _NAME_BYTES)
+        and _BAD_NAME_START.search(joined) is None
+        and (joined[:1].isalpha() or joined[:1] == "_")
         and "\n__" not in joined
         and not joined.startswith("__")
         and _TYPE_NAMES.isdisjoint(names)
@@ -140,7 +146,6 @@ class Instructions:
         self.owner = list(chain.from_iterable(repeat(c.position, c.stop - c.start) for c in comps))
         self.ids: list[int] = columns["id"]
         self.position: Sequence[int] = range(n)  # table index -> index in the proto order
-        self.reordered: set[int] = set()  # computations whose proto order is not local-id order
         self._by_id: dict[int, int] = {}  # id -> index, when ids are unique in the module
         self._local_id_order()
         if "" in columns["name"]:
@@ -155,10 +160,7 @@ class Instructions:
         self.shapes: list[bytes] = columns["shape"]
         self.metadata: list[bytes] = columns["metadata"]
         self.operands = self._operands()
-        users = [0] * n
-        for o in chain.from_iterable(self.operands):
-            users[o] += 1
-        self.users = users
+        self.used = set(chain.from_iterable(self.operands))  # instructions with a user
         self.control: dict[int, list[int]] = self._control()
         self.called: dict[int, list[Computation]] = self._called()
         self.async_threads: dict[int, str] = {}
@@ -167,29 +169,39 @@ class Instructions:
     # -- loading ------------------------------------------------------------------------
 
     def _local_id_order(self) -> None:
-        """Reorder the computations whose proto lists instructions out of local-id order."""
+        """Reorder the computations whose proto lists instructions out of local-id order
+        (XLA writes them in post order), as one permutation of the whole table."""
         ids = self.ids
+        n = len(ids)
         if ids and min(ids) < 0:
             raise InvalidProto("an instruction has a negative id")
-        descents = {k for k in range(1, len(ids)) if ids[k - 1] >= ids[k]}
+        descents = list(compress(range(1, n), map(ge, ids, islice(ids, 1, None))))  # ids[k - 1] >= ids[k]
+        lids: list[int] | None = None
         position: list[int] | None = None
+        spans: list[tuple[int, int]] = []  # of the reordered computations, adjacent ones merged
         for comp in self.computations:
             a, b = comp.start, comp.stop
             if a == b:
                 continue
             plain = ids[a] >> 32 == ids[b - 1] >> 32 and ids[b - 1] & 0xFFFFFFFF < 1 << 31
-            if plain and not (descents and not descents.isdisjoint(range(a + 1, b))):
-                continue
-            lids = [local_id(x) for x in ids[a:b]]
-            if len(set(lids)) != len(lids):
+            if plain:
+                k = bisect_right(descents, a)
+                if k == len(descents) or descents[k] >= b:
+                    continue  # ids increase, local ids too
+            if lids is None:
+                lids = list(map(and_, ids, repeat(0xFFFFFFFF)))
+                if max(lids) >= 1 << 31:
+                    lids = [local_id(x) for x in ids]
+                position = list(range(n))
+            if len(set(lids[a:b])) != b - a:
                 raise InvalidProto(f"computation {comp.proto.name} has repeated instruction ids")
-            order = sorted(range(b - a), key=lids.__getitem__)
-            self.data.permute(a, order)  # ids is one of the permuted columns
-            self.reordered.add(comp.position)
-            if position is None:
-                position = list(range(len(ids)))
-            position[a:b] = [a + k for k in order]
+            position[a:b] = sorted(range(a, b), key=lids.__getitem__)  # type: ignore[index]
+            if spans and spans[-1][1] == a:
+                spans[-1] = (spans[-1][0], b)
+            else:
+                spans.append((a, b))
         if position is not None:
+            self.data.reorder(position, spans)  # ids is one of the reordered columns
             self.position = position
 
     def _deprecated_compares(self) -> None:
@@ -326,38 +338,38 @@ class Instructions:
 
     # -- orders -------------------------------------------------------------------------
 
-    def post_order(self, channel_dependencies: bool) -> list[int]:
-        """``ForEachInstructionPostOrder`` of every computation, one after the other:
-        a DFS from each unused instruction in index order, operands first to last,
+    def post_order(self, comps: list[Computation], channel_dependencies: bool) -> list[int]:
+        """``ForEachInstructionPostOrder`` of each of ``comps``, one after the other: a
+        DFS from each unused instruction in index order, operands first to last,
         control predecessors, and (for collectives sharing a channel) the earlier
-        collectives of that channel in the same computation. A computation's order is
-        the slice ``[start, stop)`` of the result."""
-        operands, control = self.operands, self.control
+        collectives of that channel in the same computation."""
+        operands, control, used = self.operands, self.control, self.used
         deps = self._channel_dependencies() if channel_dependencies else {}
         entered = bytearray(len(operands))
         out: list[int] = []
         append = out.append
-        for start, used in enumerate(self.users):
-            if used or entered[start]:
-                continue
-            stack = [start]
-            pop, push, extend = stack.pop, stack.append, stack.extend
-            while stack:
-                current = pop()
-                if current < 0:  # ~i: every operand of i is out
-                    append(~current)
+        for comp in comps:
+            for start in range(comp.start, comp.stop):
+                if start in used or entered[start]:
                     continue
-                if entered[current]:
-                    continue
-                entered[current] = 1
-                push(~current)
-                # Pushed in reverse of the visiting order: control predecessors,
-                # operands first to last, then the channel's earlier collectives.
-                if deps and current != start and current in deps:
-                    extend(deps[current])
-                extend(reversed(operands[current]))
-                if control and current in control:
-                    extend(control[current])
+                stack = [start]
+                pop, push, extend = stack.pop, stack.append, stack.extend
+                while stack:
+                    current = pop()
+                    if current < 0:  # ~i: every operand of i is out
+                        append(~current)
+                        continue
+                    if entered[current]:
+                        continue
+                    entered[current] = 1
+                    push(~current)
+                    # Pushed in reverse of the visiting order: control predecessors,
+                    # operands first to last, then the channel's earlier collectives.
+                    if deps and current != start and current in deps:
+                        extend(deps[current])
+                    extend(reversed(operands[current]))
+                    if control and current in control:
+                        extend(control[current])
         return out
 
     def _channel_dependencies(self) -> dict[int, list[int]]:

@@ -37,6 +37,8 @@ class LinePrinter:
         self.metadata: dict[bytes, tuple[str, int, bool]] = {}
         self._frontend_text = decoder.memo(lambda b: frontend_attributes(decoder.decode("FrontendAttributes", b)))
         self._config_text = decoder.memo(lambda b: raw_or_quoted(b.decode("utf-8", "surrogateescape")))
+        self._literal_text = decoder.memo(lambda b: literal_text(decoder.decode("LiteralProto", b)))
+        self._sharding_text = lambda proto, shape: sharding_text(proto, shapes.shape(shape))
         self._shardings: list[bytes | None] = []
         self._frontend: list[bytes] = []
         self._statistics: list[bytes] = []
@@ -52,17 +54,18 @@ class LinePrinter:
     def lines(self, table: Instructions, frames: Callable[[int], int]) -> list[str]:
         """The line of every instruction of the table (without indentation or ``ROOT``).
 
-        Built column by column (heads, operands, attributes, metadata, configs), each
-        column a comprehension over all instructions or a loop over the few that need it.
+        Built column by column (shapes, operands, attributes, metadata, configs), each
+        column a comprehension over all instructions, a lookup of texts made once per
+        distinct value, or a loop over the few instructions that need it.
         """
         columns = table.data.columns
         names = table.names
         opcodes = table.opcodes
-        shape_text = self.shapes.text
+        shapes = self.shapes.texts(table.shapes)
         refs = ["%" + n for n in names]
-        heads = [f"%{n} = {shape_text(s)} {o}(" for n, s, o in zip(names, table.shapes, opcodes)]
+        ref = refs.__getitem__
         args = [
-            ", ".join([refs[o] for o in ops]) if len(ops) <= 5 else _long_operand_list(refs, ops)
+            ", ".join(map(ref, ops)) if len(ops) <= 5 else _long_operand_list(refs, ops)
             for ops in table.operands
         ]
         n = len(names)
@@ -91,16 +94,17 @@ class LinePrinter:
             rows.update(i for i, opcode in enumerate(opcodes) if opcode in ACCURACY_OPCODES)
         attributes = OPCODE_ATTRIBUTES
         called = table.called
+        printed_opcodes = opcodes  # copied before an async op's sugared name goes in
         rows_in_order = sorted(rows)
         for i, view in zip(rows_in_order, table.data.views(rows_in_order)):
             opcode = opcodes[i]
             parts = [")"]
             if opcode == "constant":
-                args[i] = (
-                    literal_text(self.decoder.decode("LiteralProto", view.literal)) if view.HasField("literal") else "{...}"
-                )
+                args[i] = self._literal_text(view.literal) if view.HasField("literal") else "{...}"
             if opcode in ASYNC_OPCODES:
-                heads[i] = self._async_head(table, i, heads[i], parts)
+                if printed_opcodes is opcodes:
+                    printed_opcodes = list(opcodes)
+                printed_opcodes[i] = self._async_opcode(table, i, parts)
             else:
                 extra = attributes.get(opcode)
                 if extra is not None:
@@ -114,45 +118,54 @@ class LinePrinter:
             for i, value in enumerate(originals):
                 if value is not None:
                     tails[i] += ", origin={" + original_value(self.decoder.decode("OriginalValueProto", value)) + "}"
-        cache = self.metadata
-        metadata_of = self.metadata_of
-        for i, data in enumerate(table.metadata):
-            if data:
-                text, frame, prints = cache.get(data) or metadata_of(data)
-                if frame:
-                    frame = frames(frame)
-                    if frame:
-                        text = f"{text} stack_frame_id={frame}" if text else f"stack_frame_id={frame}"
-                        prints = True
-                if prints:
-                    tails[i] += ", metadata={" + text + "}"
-        configs = columns["backend_config"]
-        if any(configs):
-            config_text = self._config_text
-            for i, raw in enumerate(configs):
-                if raw:
-                    tails[i] += ", backend_config=" + config_text(raw)
-        return [h + a + t for h, a, t in zip(heads, args, tails)]
+        metadata = self._metadata_texts(table.metadata, frames)
+        configs = self._config_texts(columns["backend_config"])
+        return [
+            f"%{name} = {shape} {opcode}({operands}{tail}{meta}{config}"
+            for name, shape, opcode, operands, tail, meta, config
+            in zip(names, shapes, printed_opcodes, args, tails, metadata, configs)
+        ]  # fmt: skip
 
-    def _async_head(self, table: Instructions, i: int, head: str, parts: list[str]) -> str:
-        """An async op's head and attributes; sugared as ``<wrapped>-start/-update/-done``
-        when its wrapped computation is one instruction (``syntax_sugar_async_ops``, on by
-        default)."""
+    def _metadata_texts(self, metadata: list[bytes], frames: Callable[[int], int]) -> list[str]:
+        """Each instruction's ``, metadata={...}`` (or nothing), made once per distinct
+        metadata (its stack frame renumbered)."""
+        texts = {}
+        for data in dict.fromkeys(metadata):
+            if not data:
+                texts[data] = ""
+                continue
+            text, frame, prints = self.metadata_of(data)
+            if frame:
+                frame = frames(frame)
+                if frame:
+                    text = f"{text} stack_frame_id={frame}" if text else f"stack_frame_id={frame}"
+                    prints = True
+            texts[data] = ", metadata={" + text + "}" if prints else ""
+        return list(map(texts.__getitem__, metadata))
+
+    def _config_texts(self, configs: list[bytes]) -> list[str]:
+        """Each instruction's ``, backend_config=...`` (or nothing)."""
+        texts = {raw: ", backend_config=" + self._config_text(raw) if raw else "" for raw in dict.fromkeys(configs)}
+        return list(map(texts.__getitem__, configs))
+
+    def _async_opcode(self, table: Instructions, i: int, parts: list[str]) -> str:
+        """An async op's printed opcode, its attributes added to ``parts``; sugared as
+        ``<wrapped>-start/-update/-done`` when its wrapped computation is one instruction
+        (``syntax_sugar_async_ops``, on by default)."""
         opcode = table.opcodes[i]
         root = table.async_root(i)
         if root is None:
             self._extra_attributes(table, i, parts)
-            return head
+            return opcode
         if len(table.view(i).output_operand_aliasing):
             raise UnsupportedProto("HloInstructionProto.output_operand_aliasing", "on a sugared async op")
-        shape = self.shapes.text(table.shapes[i])
         if opcode == "async-start":
             thread = table.async_threads.get(i, "main")
             if thread != "main":
                 parts.append(f', async_execution_thread="{thread}"')
             self._extra_attributes(table, root, parts)
         self._common_attributes(table, i, parts)
-        return f"%{table.names[i]} = {shape} {table.opcodes[root]}{opcode[5:]}("
+        return table.opcodes[root] + opcode[5:]
 
     def _extra_attributes(self, table: Instructions, i: int, parts: list[str]) -> None:
         """``PrintExtraAttributes``: opcode attributes, called computations, then the
@@ -168,8 +181,7 @@ class LinePrinter:
     def _common_attributes(self, table: Instructions, i: int, parts: list[str], view: Any = None) -> None:
         sharding = self._shardings[i]
         if sharding is not None:
-            proto = self.decoder.decode("OpSharding", sharding)
-            parts.append(", sharding=" + sharding_text(proto, self.shapes.shape(table.shapes[i])))
+            parts.append(", sharding=" + self.decoder.printed("OpSharding", sharding, self._sharding_text, table.shapes[i]))
         frontend = self._frontend[i]
         if frontend:
             text = self._frontend_text(frontend)

@@ -18,6 +18,7 @@ fall back to jaxlib: reading a ``.pb`` behaves the same with or without jax.
 from __future__ import annotations
 
 import gc
+from itertools import accumulate
 from typing import Any
 
 from .proto_columns import ModuleData
@@ -114,15 +115,16 @@ class _ModulePrinter:
         frames.collect(table.metadata, self.lines)
         lines = self.lines.lines(table, frames.remap)
         parts = [self._header(), frames.text(), "\n\n"]
-        post_order: list[int] | None = None
-        for comp in self._computation_order():
-            if comp.is_async and comp.single_instruction:
-                continue  # printed through its sugared async-start
+        printed = [c for c in self._computation_order() if not (c.is_async and c.single_instruction)]
+        # (an async computation of one instruction prints through its sugared async-start)
+        unscheduled = [c for c in printed if c.id not in self.schedule]
+        post_order = table.post_order(unscheduled, not self._single_partition_device_assignment()) if unscheduled else []
+        offsets = dict(zip([c.position for c in unscheduled], accumulate([0] + [c.stop - c.start for c in unscheduled])))
+        for comp in printed:
             order = self.schedule.get(comp.id)
             if order is None:
-                if post_order is None:
-                    post_order = table.post_order(not self._single_partition_device_assignment())
-                order = post_order[comp.start : comp.stop]
+                at = offsets[comp.position]
+                order = post_order[at : at + comp.stop - comp.start]
             parts.append(self._computation_text(comp, order, lines))
             parts.append("\n\n")
         return "".join(parts)
@@ -249,7 +251,7 @@ class _StackFrames:
 
     def collect(self, metadata_list: list[bytes], lines: LinePrinter) -> None:
         new_ids = self.new_ids
-        for metadata in metadata_list:
+        for metadata in dict.fromkeys(metadata_list):  # first occurrences, in order
             if metadata:
                 old = lines.metadata_of(metadata)[1]
                 if old and old not in new_ids:
