@@ -23,12 +23,16 @@ from ..ir.source import SourceSpan
 from ..syntax.lexer import ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
 
 # Names are ASCII, as the careful reader's IDENT and XLA's lexer have them (and an ASCII
-# class is a quarter cheaper to match than `\w`).
+# class is a quarter cheaper to match than `\w`); none is `ROOT`, which the careful reader
+# takes for the keyword.
 LINE = re.compile(
-    r"(\n[ \t]*)(ROOT[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*"
+    r"(\n[ \t]*)(ROOT[ \t]+)?(?!ROOT[ \t]*=)(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*"
     r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
     r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
 )
+# What ends an instruction's attributes for the careful reader, which reads on across lines:
+# the body's `}` or the next instruction (a line LINE matches is one).
+_NEXT_INSTRUCTION = re.compile(r"\n[ \t]*+(?:\}|ROOT[ \t]|%?[A-Za-z_][A-Za-z0-9_.\-]*+[ \t]*+=)")
 _HEADER = re.compile(
     r"[ \t\r\n]*(ENTRY[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
     r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
@@ -193,12 +197,10 @@ class PrintedLines:
         tail_kinds = self._tail_kinds
         lookup = state.lookup
         add = state.comp.append_instruction
-        while True:
-            m = match(text, pos)
-            if m is None:
-                return pos
+        m = match(text, pos)
+        while m is not None:
             lead, root, pct, name, shape, opcode, ops, tail = m.groups()
-            if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None or (shape is None and name == "ROOT"):
+            if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None:
                 return pos
             if shape is None and shape_required(opcode):
                 return pos
@@ -225,6 +227,9 @@ class PrintedLines:
                         operands.append(op)
             tail_start = m.start(8)
             end = m.end()
+            following = match(text, end)
+            if following is None and _NEXT_INSTRUCTION.match(text, end) is None:
+                return pos  # the careful reader may read the next line as more attributes
             span = SourceSpan(leads.get(lead) or intern_lead(lead), m.end(1), tail_start, end, percent=pct == "%")
             inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
             if refs:
@@ -236,6 +241,8 @@ class PrintedLines:
             if payload is not None and opcode == "parameter":
                 state.parameters.append(inst)
             pos = end
+            m = following
+        return pos
 
 
 def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | None:
