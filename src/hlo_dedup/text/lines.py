@@ -40,7 +40,6 @@ _HEADER = re.compile(
 # Signatures and result shapes as XLA prints most of them, accepted without the scanners:
 # no tuple, no bracket nested in another (then `match_group`/`shape_end` end where these do).
 _FLAT_SIGNATURE = re.compile(r"\((?:[^()\[\]{}\n]|\[[^()\[\]{}\n]*\]|\{[^()\[\]{}\n]*\})*\)")
-_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[[0-9,]*\](?:\{[0-9][0-9,]*\})?")
 # An attribute tail as XLA prints it, read without the scanner, one `, key=value` per match.
 # At top level a value holds no comma, no `=` but in `<=`, no comment and no whitespace but
 # single spaces (mesh replica groups: `mesh['x'=8] {'x'}`); its strings close on the line and
@@ -61,6 +60,18 @@ _ATTRIBUTE = re.compile(
     rf"(?:[^\s,=<{{}}()\[\]\"'/]++|<=?+(?!=)|{_DQ}|{_SQ}|{_GROUP}| (?![\s,=/]|\Z))++)"
 )
 
+
+def _braces(depth: int) -> str:
+    """`{...}` holding `_PLAIN` text and braces nested at most `depth` deep."""
+    group = rf"\{{{_PLAIN}*+\}}"
+    for _ in range(depth - 1):
+        group = rf"\{{(?:{_PLAIN}++|{group})*+\}}"
+    return group
+
+
+# A constant's literal that `match_group` ends at the `)` LINE found: no string or comment,
+# braces nested as deep as an array of rank 6.
+_LITERAL = re.compile(rf"(?:{_PLAIN}++|{_braces(6)})*+")
 #: Keys the reader resolves while reading: called computations and control predecessors.
 _REFERENCE_KEYS = frozenset((*CALLED_COMPUTATION_KEYS, "control-predecessors"))
 _INDEX_COMMENT = re.compile(r"(?<=, )/\*index=\d+\*/")
@@ -70,6 +81,10 @@ PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
 #: beyond anything XLA writes, and reported where it is exceeded.
 MAX_NESTING = 200
 PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
+# Result shapes as XLA prints most of them (arrays with a plain layout, flat tuples of them),
+# which `shape_end` reads whole: no need to run it (a 960-element tuple took it 4 ms).
+_ARRAY = rf"(?:{'|'.join(sorted(PRIMITIVE_NAMES, key=len, reverse=True))})\[[0-9,]*\](?:\{{[0-9][0-9,]*\}})?"
+_PRINTED_SHAPE = re.compile(rf"{_ARRAY}|\((?:{_ARRAY}(?:, (?:/\*index=[0-9]+\*/)?{_ARRAY})*)?\)")
 #: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
 _SHAPE_REQUIRED = frozenset(
     """all-gather all-gather-start all-gather-done all-reduce all-reduce-start all-reduce-done
@@ -179,6 +194,7 @@ class PrintedLines:
     def __init__(self, text: str) -> None:
         self.text = text
         self._tail_kinds: dict[str, tuple[Reference, ...] | None] = {}
+        self._shapes: set[str] = set()  # result shapes the careful reader ends where LINE does
 
     def read(
         self,
@@ -195,6 +211,7 @@ class PrintedLines:
         match = LINE.match
         leads = _leads
         tail_kinds = self._tail_kinds
+        shapes = self._shapes
         lookup = state.lookup
         add = state.comp.append_instruction
         m = match(text, pos)
@@ -202,15 +219,23 @@ class PrintedLines:
             lead, root, pct, name, shape, opcode, ops, tail = m.groups()
             if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None:
                 return pos
-            if shape is None and shape_required(opcode):
-                return pos
+            if shape is None:
+                if shape_required(opcode):
+                    return pos
+            elif shape not in shapes:
+                if not _is_shape(text, m.start(5), m.end(5)):
+                    return pos  # LINE's shape pattern is loose: any name, any text in brackets
+                shapes.add(shape)
             refs = tail_kinds.get(tail, False)
             if refs is False:
                 refs = tail_kinds[tail] = _tail_references(tail)
             if refs is None:
                 return pos
             if opcode in PAYLOAD_OPCODES:
-                if opcode == "parameter" and not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
+                if opcode == "parameter":
+                    if not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
+                        return pos
+                elif _LITERAL.fullmatch(ops) is None:
                     return pos
                 operands: list[HloInstruction] = []
                 payload: str | None = ops
@@ -257,17 +282,25 @@ def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | No
     if entry is None and name == "ENTRY":
         return None
     flat = _FLAT_SIGNATURE.match(text, m.start(4))
-    shape = _ARRAY_SHAPE.match(text, m.start(5))
     try:
         if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
             return None
-        if (shape is None or shape.end() != m.end(5) or shape.group(1) not in PRIMITIVE_NAMES) and (
-            shape_end(text, m.start(5)) != m.end(5)
-        ):
-            return None
     except ScanError:
         return None
+    if not _is_shape(text, m.start(5), m.end(5)):
+        return None
     return name, entry is not None, m.group(2) == "%", m.start(6), m.end(6)
+
+
+def _is_shape(text: str, start: int, end: int) -> bool:
+    """True if the careful reader reads `text[start:end]` as one shape (`shape_end`)."""
+    if _PRINTED_SHAPE.fullmatch(text, start, end) is not None:
+        return True
+    try:
+        return shape_end(text, start) == end
+    except ScanError:
+        return False
+
 
 def shape_end(text: str, pos: int, depth: int = 0) -> int | None:
     """End of the shape starting at `pos`, or None if no shape starts there (ScanError
