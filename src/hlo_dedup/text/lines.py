@@ -60,18 +60,9 @@ _ATTRIBUTE = re.compile(
     rf"(?:[^\s,=<{{}}()\[\]\"'/]++|<=?+(?!=)|{_DQ}|{_SQ}|{_GROUP}| (?![\s,=/]|\Z))++)"
 )
 
-
-def _braces(depth: int) -> str:
-    """`{...}` holding `_PLAIN` text and braces nested at most `depth` deep."""
-    group = rf"\{{{_PLAIN}*+\}}"
-    for _ in range(depth - 1):
-        group = rf"\{{(?:{_PLAIN}++|{group})*+\}}"
-    return group
-
-
-# A constant's literal that `match_group` ends at the `)` LINE found: no string or comment,
-# braces nested as deep as an array of rank 6.
-_LITERAL = re.compile(rf"(?:{_PLAIN}++|{_braces(6)})*+")
+# A constant's literal with nothing that could make `match_group` end it elsewhere than at
+# LINE's `)` (others are checked with it).
+_PLAIN_LITERAL = re.compile(r"[^{}\[\]\"'/]*+")
 #: Keys the reader resolves while reading: called computations and control predecessors.
 _REFERENCE_KEYS = frozenset((*CALLED_COMPUTATION_KEYS, "control-predecessors"))
 _INDEX_COMMENT = re.compile(r"(?<=, )/\*index=\d+\*/")
@@ -82,9 +73,12 @@ PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
 MAX_NESTING = 200
 PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 # Result shapes as XLA prints most of them (arrays with a plain layout, flat tuples of them),
-# which `shape_end` reads whole: no need to run it (a 960-element tuple took it 4 ms).
-_ARRAY = rf"(?:{'|'.join(sorted(PRIMITIVE_NAMES, key=len, reverse=True))})\[[0-9,]*\](?:\{{[0-9][0-9,]*\}})?"
-_PRINTED_SHAPE = re.compile(rf"{_ARRAY}|\((?:{_ARRAY}(?:, (?:/\*index=[0-9]+\*/)?{_ARRAY})*)?\)")
+# which `shape_end` reads whole if their element types are primitive types: no need to run
+# it (a 960-element tuple took it 4 ms).
+_ARRAY = r"([a-z][a-z0-9]*)\[[0-9,]*\](?:\{[0-9][0-9,]*\})?"
+_ARRAY_SHAPE = re.compile(_ARRAY)
+_TUPLE_SHAPE = re.compile(rf"\((?:{_ARRAY}(?:, (?:/\*index=[0-9]+\*/)?{_ARRAY})*+)?\)")
+_ELEMENT_TYPE = re.compile(r"([a-z][a-z0-9]*)\[")
 #: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
 _SHAPE_REQUIRED = frozenset(
     """all-gather all-gather-start all-gather-done all-reduce all-reduce-start all-reduce-done
@@ -235,7 +229,7 @@ class PrintedLines:
                 if opcode == "parameter":
                     if not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
                         return pos
-                elif _LITERAL.fullmatch(ops) is None:
+                elif _PLAIN_LITERAL.fullmatch(ops) is None and not _group_ends(text, m.start(7) - 1, m.end(7) + 1):
                     return pos
                 operands: list[HloInstruction] = []
                 payload: str | None = ops
@@ -282,20 +276,38 @@ def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | No
     if entry is None and name == "ENTRY":
         return None
     flat = _FLAT_SIGNATURE.match(text, m.start(4))
+    shape = _ARRAY_SHAPE.match(text, m.start(5))
     try:
         if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
             return None
+        if (shape is None or shape.end() != m.end(5) or shape.group(1) not in PRIMITIVE_NAMES) and (
+            shape_end(text, m.start(5)) != m.end(5)
+        ):
+            return None
     except ScanError:
-        return None
-    if not _is_shape(text, m.start(5), m.end(5)):
         return None
     return name, entry is not None, m.group(2) == "%", m.start(6), m.end(6)
 
 
+def _group_ends(text: str, start: int, end: int) -> bool:
+    """True if the careful reader's `match_group` ends the group opening at `start` at `end`."""
+    try:
+        return match_group(text, start) == end
+    except ScanError:
+        return False
+
+
 def _is_shape(text: str, start: int, end: int) -> bool:
     """True if the careful reader reads `text[start:end]` as one shape (`shape_end`)."""
-    if _PRINTED_SHAPE.fullmatch(text, start, end) is not None:
-        return True
+    if text.startswith("(", start):
+        if _TUPLE_SHAPE.fullmatch(text, start, end) and PRIMITIVE_NAMES.issuperset(
+            _ELEMENT_TYPE.findall(text, start, end)
+        ):
+            return True
+    else:
+        array = _ARRAY_SHAPE.fullmatch(text, start, end)
+        if array is not None and array.group(1) in PRIMITIVE_NAMES:
+            return True
     try:
         return shape_end(text, start) == end
     except ScanError:
