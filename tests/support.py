@@ -9,8 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from hlo_dedup.ir.module import HloModule
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "xla-hlo"
@@ -45,3 +49,31 @@ def xla_client() -> ModuleType:
             pytest.fail("jax/jaxlib are required in CI (pip install -e '.[test]')")
         pytest.skip("jax/jaxlib not installed: pip install 'hlo-dedup[test]'")
     return xc
+
+
+def ir_structure(module: HloModule) -> list[object]:
+    """Everything a reader decides about `module`, in order: names, opcodes, shape and
+    attribute texts, operands, callees, control edges, roots, parameters and the source
+    text kept for printing. Two readers of one text must give equal lists."""
+    out: list[object] = [module.name, list(module.header_attributes), module.entry.name if module.entry else None]
+    for comp in module.computations:
+        out.append(
+            (comp.name, comp.is_entry, comp.root.name if comp.root else None,
+             [p.name for p in comp.parameters], comp.execution_thread, comp.span.head, comp.span.tail)
+        )  # fmt: skip
+        for inst in comp.instructions:
+            out.append(
+                (inst.name, inst.opcode, inst.shape_text, inst.payload, [o.name for o in inst.operands],
+                 inst._attr_text, [c.name for c in inst.called_computations],
+                 [p.name for p in inst.control_predecessors], inst.is_root, inst.source_line, inst.span.lead,
+                 inst.span.percent, inst.span.operand_shapes)
+            )  # fmt: skip
+    return out
+
+
+def first_difference(a: list[object], b: list[object]) -> str:
+    """The first entries where two `ir_structure` lists differ, for a failure message."""
+    for x, y in zip(a, b):
+        if x != y:
+            return f"{x!r}\n    vs {y!r}"
+    return f"lengths {len(a)} vs {len(b)}"

@@ -98,30 +98,6 @@ def _our_print(key: tuple[str, int], piece: str) -> str:
     return _OUR_PRINT[key]
 
 
-def _structure(module: HloModule) -> list[object]:
-    out: list[object] = [module.name, list(module.header_attributes), module.entry.name if module.entry else None]
-    for comp in module.computations:
-        out.append(
-            (comp.name, comp.is_entry, comp.root.name if comp.root else None,
-             [p.name for p in comp.parameters], comp.execution_thread, comp.span.head, comp.span.tail)
-        )  # fmt: skip
-        for inst in comp.instructions:
-            out.append(
-                (inst.name, inst.opcode, inst.shape_text, inst.payload, [o.name for o in inst.operands],
-                 inst._attr_text, [c.name for c in inst.called_computations],
-                 [p.name for p in inst.control_predecessors], inst.is_root, inst.source_line, inst.span.lead,
-                 inst.span.percent, inst.span.operand_shapes)
-            )  # fmt: skip
-    return out
-
-
-def _first_difference(a: list[object], b: list[object]) -> str:
-    for x, y in zip(a, b):
-        if x != y:
-            return f"{x!r}\n    vs {y!r}"
-    return f"lengths {len(a)} vs {len(b)}"
-
-
 def _regenerate_everything(module: HloModule) -> None:
     """Drop every cached line, signature and attribute text so the printer writes it all."""
     for comp in module.computations:
@@ -158,9 +134,9 @@ def test_fast_path_matches_careful_reader() -> None:
     for name, line, piece in corpus_modules():
         fast = parse_module(piece, name, first_line=line)
         careful = parse_module(piece, name, first_line=line, fast_path=False)
-        a, b = _structure(fast), _structure(careful)
+        a, b = support.ir_structure(fast), support.ir_structure(careful)
         if a != b:
-            failures.append(f"{name}:{line}: {_first_difference(a, b)}")
+            failures.append(f"{name}:{line}: {support.first_difference(a, b)}")
         elif format_module(careful) != piece:
             failures.append(f"{name}:{line}: careful reader does not round-trip")
     assert not failures, "\n".join(failures[:10])
@@ -258,7 +234,7 @@ def test_jax_modules_parse_and_round_trip() -> None:
         assert len(modules) == 1, path.name
         assert modules[0].to_text() == text, path.name
         careful = parse_module(text, str(path), fast_path=False)
-        assert _structure(careful) == _structure(modules[0]), path.name
+        assert support.ir_structure(careful) == support.ir_structure(modules[0]), path.name
 
 
 def test_jax_modules_xla_agrees(xla_client) -> None:  # type: ignore[no-untyped-def]

@@ -4,9 +4,9 @@ readers share.
 `PrintedLines` reads instructions that XLA printed one per line, each from a single
 match of `LINE`, deferring everything it can (attributes stay one raw string, shapes stay
 text). Whenever it is not sure — hand-written wrapping, old operand shapes, nested
-instructions, compact GTEs, odd literals — it stops, and the careful reader in `parser`
-takes the line, so both build the same IR. `printed_header` does the same for a
-computation's header line.
+instructions, compact GTEs, odd literals, attributes it cannot vouch for — it stops, and
+the careful reader in `parser` takes the line, so both build the same IR and reject the
+same text at the same place. `printed_header` does the same for a computation's header.
 """
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ from typing import Callable
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
-from ..ir.opcodes import OPCODES, is_known_opcode
+from ..ir.opcodes import CALLED_COMPUTATION_KEYS, OPCODES, is_known_opcode
 from ..ir.shape import PrimitiveType
 from ..ir.source import SourceSpan
 from ..syntax.lexer import ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
 
-# A string up to its closing quote, or up to the end of the line when it has none: every
-# match consumes what it scanned, so masking the strings of a line is linear in its length.
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*+(")?|\'(?:[^\'\\\n]|\\.)*+(\')?')
-
 # Names are ASCII, as the careful reader's IDENT and XLA's lexer have them (and an ASCII
-# class is a quarter cheaper to match than `\w`).
+# class is a quarter cheaper to match than `\w`); none is `ROOT`, which the careful reader
+# takes for the keyword.
 LINE = re.compile(
-    r"(\n[ \t]*)(ROOT[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*"
+    r"(\n[ \t]*)(ROOT[ \t]+)?(?!ROOT[ \t]*=)(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*"
     r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
     r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
 )
+# What ends an instruction's attributes for the careful reader, which reads on across lines:
+# the body's `}` or the next instruction (a line LINE matches is one).
+_NEXT_INSTRUCTION = re.compile(r"\n[ \t]*+(?:\}|ROOT[ \t]|%?[A-Za-z_][A-Za-z0-9_.\-]*+[ \t]*+=)")
 _HEADER = re.compile(
     r"[ \t\r\n]*(ENTRY[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
     r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
@@ -40,29 +40,31 @@ _HEADER = re.compile(
 # Signatures and result shapes as XLA prints most of them, accepted without the scanners:
 # no tuple, no bracket nested in another (then `match_group`/`shape_end` end where these do).
 _FLAT_SIGNATURE = re.compile(r"\((?:[^()\[\]{}\n]|\[[^()\[\]{}\n]*\]|\{[^()\[\]{}\n]*\})*\)")
-_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[[0-9,]*\](?:\{[0-9][0-9,]*\})?")
-_NEEDS_ATTRS = re.compile(
-    r"(?:to_apply|calls|condition|body|select|scatter|true_computation|false_computation|"
-    r"branch_computations|called_computations|control-predecessors)="
+# An attribute tail as XLA prints it, read without the scanner, one `, key=value` per match.
+# At top level a value holds no comma, no `=` but in `<=`, no comment and no whitespace but
+# single spaces (mesh replica groups: `mesh['x'=8] {'x'}`); its strings close on the line and
+# its brackets nest as XLA's do: three levels at most (tuple shardings, operand aliasing),
+# strings and `/*index=N*/` (tuple shardings) in the outer one. The first `{...}` of
+# backend_config is raw JSON, as the lexer reads it. The careful reader ends each such value
+# where the match does (a `ROOT` token would end it too: `_tail_references` looks for it).
+_DQ = r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
+_SQ = r"'[^'\\\n]*+(?:\\.[^'\\\n]*+)*+'"
+_PLAIN = r"[^{}()\[\]\"'/\n]"  # none of what `match_group` stops at
+_FLAT = rf"\{{{_PLAIN}*+\}}|\({_PLAIN}*+\)|\[{_PLAIN}*+\]"
+_TWO = rf"\{{(?:{_PLAIN}++|{_FLAT})*+\}}|\((?:{_PLAIN}++|{_FLAT})*+\)|\[{_PLAIN}*+\]"
+_TEXT = rf"{_PLAIN}++|{_DQ}|{_SQ}|/(?!\*)|/\*index=[0-9]++\*/"
+_GROUP = rf"\{{(?:{_TEXT}|{_TWO})*+\}}|\((?:{_PLAIN}++|{_FLAT})*+\)|\[(?:{_TEXT})*+\]"
+_JSON = rf'\{{(?:[^{{}}"\n]++|{_DQ}|\{{(?:[^{{}}"\n]++|{_DQ}|\{{(?:[^{{}}"\n]++|{_DQ})*+\}})*+\}})*+\}}'
+_ATTRIBUTE = re.compile(
+    rf", ([A-Za-z_][A-Za-z0-9_.\-]*+)=(?:(?<=, backend_config=)(?:{_JSON}|{_DQ})|(?<!, backend_config=)(?! )"
+    rf"(?:[^\s,=<{{}}()\[\]\"'/]++|<=?+(?!=)|{_DQ}|{_SQ}|{_GROUP}| (?![\s,=/]|\Z))++)"
 )
 
-
-def _may_reference(tail: str) -> bool:
-    """False only if no key `_NEEDS_ATTRS` finds is in `tail`: a few substring tests (each
-    key holds one of these words) cost a fifth of that regex's search on a metadata line."""
-    return (
-        "computation=" in tail or "computations=" in tail or "to_apply=" in tail or "calls=" in tail or "condition=" in tail
-        or "body=" in tail or "select=" in tail or "scatter=" in tail or "control-predecessors=" in tail
-    )
-
-
-_SIMPLE_REFERENCE = re.compile(
-    r", (to_apply|calls|condition|body|select|scatter|true_computation|false_computation)="
-    r"(%?[A-Za-z_][\w.\-]*)(?=, [A-Za-z_][\w.\-]*=|$)"
-)
-_LIST_REFERENCE = re.compile(
-    r", (branch_computations|called_computations|control-predecessors)=(\{[^{}]*\})(?=, [A-Za-z_][\w.\-]*=|$)"
-)
+# A constant's literal with nothing that could make `match_group` end it elsewhere than at
+# LINE's `)` (others are checked with it).
+_PLAIN_LITERAL = re.compile(r"[^{}\[\]\"'/]*+")
+#: Keys the reader resolves while reading: called computations and control predecessors.
+_REFERENCE_KEYS = frozenset((*CALLED_COMPUTATION_KEYS, "control-predecessors"))
 _INDEX_COMMENT = re.compile(r"(?<=, )/\*index=\d+\*/")
 
 PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
@@ -70,6 +72,13 @@ PAYLOAD_OPCODES = frozenset({"parameter", "constant"})
 #: beyond anything XLA writes, and reported where it is exceeded.
 MAX_NESTING = 200
 PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
+# Result shapes as XLA prints most of them (arrays with a plain layout, flat tuples of them),
+# which `shape_end` reads whole if their element types are primitive types: no need to run
+# it (a 960-element tuple took it 4 ms).
+_ARRAY = r"([a-z][a-z0-9]*)\[[0-9,]*\](?:\{[0-9][0-9,]*\})?"
+_ARRAY_SHAPE = re.compile(_ARRAY)
+_TUPLE_SHAPE = re.compile(rf"\((?:{_ARRAY}(?:, (?:/\*index=[0-9]+\*/)?{_ARRAY})*+)?\)")
+_ELEMENT_TYPE = re.compile(r"([a-z][a-z0-9]*)\[")
 #: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
 _SHAPE_REQUIRED = frozenset(
     """all-gather all-gather-start all-gather-done all-reduce all-reduce-start all-reduce-done
@@ -129,16 +138,43 @@ class ComputationState:
         return f"{wanted}.{k}"
 
 
-#: What an attribute tail asks of the fast path (`_tail_kind`).
-_PLAIN, _REFERENCES, _NOT_ONE_LINE = 0, 1, 2
+#: An attribute the reader resolves: key, raw value, offset.
+Reference = tuple[str, str, int]
 
 
-def _tail_kind(tail: str) -> int:
-    if tail and not _tail_is_one_line(tail):
-        return _NOT_ONE_LINE
-    if tail and _may_reference(tail) and _NEEDS_ATTRS.search(tail):
-        return _REFERENCES
-    return _PLAIN
+def _tail_references(tail: str) -> tuple[Reference, ...] | None:
+    """The attributes of an instruction line's tail that name computations or control
+    predecessors, as (key, raw value, offset in `tail`); None unless the careful reader
+    reads the tail as these same distinct `, key=value` attributes ending with the line.
+
+    The regex reads the tails XLA prints; any other (an unusual value, a comment, `ROOT`
+    where it may end a value, a duplicate key) is split by the careful reader's scanner.
+    """
+    if "ROOT" not in tail:
+        match = _ATTRIBUTE.match
+        keys = []
+        found = []
+        pos = 0
+        while pos < len(tail):
+            m = match(tail, pos)
+            if m is None:
+                break
+            key = m.group(1)
+            keys.append(key)
+            if key in _REFERENCE_KEYS:
+                found.append((key, tail[m.end(1) + 1 : m.end()], m.end(1) + 1))
+            pos = m.end()
+        else:
+            if len(set(keys)) == len(keys):
+                return tuple(found)
+    try:
+        attrs, end = split_attributes(tail, 0)
+    except ScanError:
+        return None
+    keys = [key for key, _, _ in attrs]
+    if end != len(tail) or len(set(keys)) != len(keys):
+        return None
+    return tuple(a for a in attrs if a[0] in _REFERENCE_KEYS)
 
 
 class PrintedLines:
@@ -146,12 +182,13 @@ class PrintedLines:
 
     XLA repeats the same attribute tails (the metadata of a layer's ops, layer after
     layer: ~1,500 distinct tails in 21,000 lines) and a tail's verdict depends on nothing
-    else, so each distinct tail is checked once.
+    else, so each distinct tail is checked once (`_tail_references`).
     """
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._tail_kinds: dict[str, int] = {}
+        self._tail_kinds: dict[str, tuple[Reference, ...] | None] = {}
+        self._shapes: set[str] = set()  # result shapes the careful reader ends where LINE does
 
     def read(
         self,
@@ -168,24 +205,31 @@ class PrintedLines:
         match = LINE.match
         leads = _leads
         tail_kinds = self._tail_kinds
+        shapes = self._shapes
         lookup = state.lookup
         add = state.comp.append_instruction
-        while True:
-            m = match(text, pos)
-            if m is None:
-                return pos
+        m = match(text, pos)
+        while m is not None:
             lead, root, pct, name, shape, opcode, ops, tail = m.groups()
-            if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None or (shape is None and name == "ROOT"):
+            if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None:
                 return pos
-            if shape is None and shape_required(opcode):
-                return pos
-            kind = tail_kinds.get(tail)
-            if kind is None:
-                kind = tail_kinds[tail] = _tail_kind(tail)
-            if kind == _NOT_ONE_LINE:
+            if shape is None:
+                if shape_required(opcode):
+                    return pos
+            elif shape not in shapes:
+                if not _is_shape(text, m.start(5), m.end(5)):
+                    return pos  # LINE's shape pattern is loose: any name, any text in brackets
+                shapes.add(shape)
+            refs = tail_kinds.get(tail, False)
+            if refs is False:
+                refs = tail_kinds[tail] = _tail_references(tail)
+            if refs is None:
                 return pos
             if opcode in PAYLOAD_OPCODES:
-                if opcode == "parameter" and not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
+                if opcode == "parameter":
+                    if not (ops.isdigit() and ops.isascii() and len(ops) <= 18):
+                        return pos
+                elif _PLAIN_LITERAL.fullmatch(ops) is None and not _group_ends(text, m.start(7) - 1, m.end(7) + 1):
                     return pos
                 operands: list[HloInstruction] = []
                 payload: str | None = ops
@@ -202,11 +246,13 @@ class PrintedLines:
                         operands.append(op)
             tail_start = m.start(8)
             end = m.end()
+            following = match(text, end)
+            if following is None and _NEXT_INSTRUCTION.match(text, end) is None:
+                return pos  # the careful reader may read the next line as more attributes
             span = SourceSpan(leads.get(lead) or intern_lead(lead), m.end(1), tail_start, end, percent=pct == "%")
             inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
-            if kind == _REFERENCES:
-                quick = _quick_references(tail, tail_start)
-                resolve(inst, quick if quick is not None else split_attributes(text, tail_start, end)[0])
+            if refs:
+                resolve(inst, [(key, raw, tail_start + at) for key, raw, at in refs])
             add(inst)
             state.last = inst
             if root:
@@ -214,6 +260,8 @@ class PrintedLines:
             if payload is not None and opcode == "parameter":
                 state.parameters.append(inst)
             pos = end
+            m = following
+        return pos
 
 
 def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | None:
@@ -240,63 +288,30 @@ def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | No
         return None
     return name, entry is not None, m.group(2) == "%", m.start(6), m.end(6)
 
-def _tail_is_one_line(tail: str) -> bool:
-    """True if an attribute tail is complete on its line (XLA prints one line each).
 
-    Brackets and quotes must balance; only when a raw count is off are strings masked
-    (they may hold brackets or quotes) and the count taken again.
-    """
-    if tail[0] != "," or tail[-1] in ", \t\r":
+def _group_ends(text: str, start: int, end: int) -> bool:
+    """True if the careful reader's `match_group` ends the group opening at `start` at `end`."""
+    try:
+        return match_group(text, start) == end
+    except ScanError:
         return False
-    if "/" in tail and ("//" in tail or ("/*" in tail and tail.count("/*") != len(_INDEX_COMMENT.findall(tail)))):
-        return False  # a comment other than XLA's `/*index=5*/` (in tuple shardings) may hide anything
-    if (
-        not tail.count('"') % 2
-        and tail.count("{") == tail.count("}")
-        and ("'" not in tail or tail.count("'") == tail.count("\\'"))  # only escaped ones, inside "..."
-    ):
-        return True
-    bare = _without_strings(tail)
-    return (
-        bare is not None
-        and bare.count("{") == bare.count("}")
-        and bare.count("(") == bare.count(")")
-        and bare.count("[") == bare.count("]")
-    )
 
 
-def _without_strings(tail: str) -> str | None:
-    """`tail` with each string replaced by `""`; None if a string is not closed on the line."""
-    parts = []
-    last = 0
-    for m in _STRING.finditer(tail):
-        if m.group(1) is None and m.group(2) is None:
-            return None
-        parts.append(tail[last : m.start()])
-        parts.append('""')
-        last = m.end()
-    parts.append(tail[last:])
-    return "".join(parts)
-
-
-def _quick_references(tail: str, base: int) -> list[tuple[str, str, int]] | None:
-    """Called-computation and control-predecessor attributes of a one-line tail, read with
-    two regexes before the first string; None when that is not certain (then split fully)."""
-    cut = len(tail)
-    for quote in ('"', "'"):
-        at = tail.find(quote)
-        if 0 <= at < cut:
-            cut = at
-    # A key holds no quote, so none straddles `cut`: any from there on is inside or after a string.
-    if _may_reference(tail[cut:]) and _NEEDS_ATTRS.search(tail, cut):
-        return None
-    head = tail[:cut]
-    found = [(m.start(2), m.group(1), m.group(2)) for m in _SIMPLE_REFERENCE.finditer(head)]
-    found += [(m.start(2), m.group(1), m.group(2)) for m in _LIST_REFERENCE.finditer(head)]
-    if len(found) != len(_NEEDS_ATTRS.findall(head)):
-        return None
-    found.sort()
-    return [(key, raw, base + at) for at, key, raw in found]
+def _is_shape(text: str, start: int, end: int) -> bool:
+    """True if the careful reader reads `text[start:end]` as one shape (`shape_end`)."""
+    if text.startswith("(", start):
+        if _TUPLE_SHAPE.fullmatch(text, start, end) and PRIMITIVE_NAMES.issuperset(
+            _ELEMENT_TYPE.findall(text, start, end)
+        ):
+            return True
+    else:
+        array = _ARRAY_SHAPE.fullmatch(text, start, end)
+        if array is not None and array.group(1) in PRIMITIVE_NAMES:
+            return True
+    try:
+        return shape_end(text, start) == end
+    except ScanError:
+        return False
 
 
 def shape_end(text: str, pos: int, depth: int = 0) -> int | None:
