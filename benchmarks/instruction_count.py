@@ -1,0 +1,73 @@
+"""Load-independent cost of reading and printing a module: valgrind's instruction count.
+
+    python benchmarks/instruction_count.py FILE...                       # this tree
+    python benchmarks/instruction_count.py --trees OLD,NEW FILE...       # two source trees
+
+Seconds on a shared host move with its load; the number of machine instructions a process
+executes does not. For each file and source tree, one process reads the file, parses it and
+prints it (`modules_from_bytes` + `to_text`, the collector off, as the command runs), under
+`valgrind --tool=cachegrind --cache-sim=no`; a second process does everything but the parse
+and print; the table shows the difference, per instruction line too, and with two
+trees the ratio NEW/OLD. A tree is a checkout (its `src/` is put first on the path). Needs
+valgrind (~50x slower than a plain run: a 4 MB module takes about a minute per tree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+_CHILD = r"""
+import gc, sys
+sys.path.insert(0, sys.argv[1])
+from hlo_dedup.io.formats import modules_from_bytes
+gc.disable()
+data = open(sys.argv[2], "rb").read()
+if sys.argv[3] == "1":
+    for module in modules_from_bytes(data, sys.argv[2]):
+        module.to_text()
+"""
+
+
+def instructions(tree: Path, path: Path, *, work: bool) -> int:
+    """Machine instructions of one child process (`work`: with the parse and print)."""
+    proc = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+         sys.executable, "-c", _CHILD, str(tree / "src"), str(path), "1" if work else "0"],
+        capture_output=True, text=True, check=True,
+    )
+    found = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no instruction count for {path}:\n{proc.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="+", type=Path)
+    ap.add_argument("--trees", default=str(REPO), help="comma-separated checkouts (default: this one)")
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("needs valgrind (apt-get install valgrind)")
+    trees = [Path(t).resolve() for t in args.trees.split(",")]
+    header = ["module", "lines"] + [f"{t.name} G" for t in trees] + [f"{trees[-1].name} per line"]
+    if len(trees) == 2:
+        header.append("ratio")
+    print("  ".join(header))
+    for path in args.files:
+        count = path.read_bytes().count(b" = ")  # instruction lines, for a per-line figure
+        costs = [instructions(t, path, work=True) - instructions(t, path, work=False) for t in trees]
+        row = [path.name, f"{count:,}"] + [f"{c / 1e9:.2f}" for c in costs] + [f"{costs[-1] / max(count, 1):,.0f}"]
+        if len(trees) == 2:
+            row.append(f"{costs[1] / costs[0]:.2f}x")
+        print("  ".join(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
