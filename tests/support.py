@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
 if TYPE_CHECKING:
+    from hlo_dedup.ir.instruction import HloInstruction
     from hlo_dedup.ir.module import HloModule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,6 +35,19 @@ def corpus_files(*, every: bool = False) -> list[Path]:
             pytest.fail(f"corpus missing at {CORPUS} (CI must have ../shared/corpus)")
         pytest.skip("../shared/corpus/xla-hlo is absent (only CI and developer clones have it)")
     return files if FULL_CORPUS or every else files[::5]
+
+
+def corpus_instructions() -> Iterator[HloInstruction]:
+    """Every instruction of the corpus modules our reader accepts (`corpus_files()`)."""
+    from hlo_dedup.text import parse_module
+
+    for path in corpus_files():
+        try:
+            module = parse_module(path.read_text(), str(path))
+        except ValueError:
+            continue
+        for comp in module.computations:
+            yield from comp
 
 
 def jax_modules() -> list[Path]:

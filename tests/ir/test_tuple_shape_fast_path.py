@@ -7,10 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from support import corpus_files
+from support import corpus_instructions
 from hlo_dedup.ir.attributes import _flat_tuple
 from hlo_dedup.ir.shape_reader import parse_shape
-from hlo_dedup.text import parse_module
 
 
 def careful(text: str) -> object:
@@ -22,20 +21,14 @@ def careful(text: str) -> object:
 
 def test_corpus_tuple_shapes() -> None:
     answered = 0
-    for path in corpus_files():
-        try:
-            module = parse_module(path.read_text(), str(path))
-        except ValueError:
+    for inst in corpus_instructions():
+        text = inst.shape_text
+        if text is None or not text.startswith("("):
             continue
-        for comp in module.computations:
-            for inst in comp:
-                text = inst.shape_text
-                if text is None or not text.startswith("("):
-                    continue
-                fast = _flat_tuple(text)
-                if fast is not None:
-                    answered += 1
-                    assert fast == careful(text), (path.name, inst.name)
+        fast = _flat_tuple(text)
+        if fast is not None:
+            answered += 1
+            assert fast == careful(text), (inst.parent.name, inst.name)
     assert answered
 
 
