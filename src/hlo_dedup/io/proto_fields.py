@@ -116,8 +116,8 @@ def _view_field(f: FieldSpec) -> FieldSpec:
 
 
 def _column_field(f: FieldSpec) -> FieldSpec:
-    """An instruction column: every field repeated, messages and id lists as bytes."""
-    as_bytes = f.type == TYPE_MESSAGE or f.name in _PACKED_IDS
+    """An instruction column: every field repeated, messages as bytes."""
+    as_bytes = f.type == TYPE_MESSAGE
     return replace(
         f, type=TYPE_BYTES if as_bytes else f.type, type_name="" if as_bytes else f.type_name,
         repeated=True, oneof="", optional=False,

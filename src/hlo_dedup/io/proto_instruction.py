@@ -11,13 +11,13 @@ over the module's instructions, read from the columns of
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from itertools import accumulate, chain, compress, islice, repeat
-from operator import and_, ge, lt
+from collections import deque
+from itertools import accumulate, chain, repeat
+from operator import add, and_, le, lt, rshift, sub
 from typing import Any, Sequence
 
 from ..ir.shape import PrimitiveType
-from .proto_columns import ModuleData, packed_int64s
+from .proto_columns import ModuleData
 from .proto_values import InvalidProto, UnsupportedProto
 
 # HloOpcode strings (hlo_opcode.h), and which of them may call computations.
@@ -126,9 +126,13 @@ class Computation:
 
 
 class Instructions:
-    """Every instruction of the module as parallel lists (a table), computation after
-    computation in proto order and, within one, in local-id order (the instruction
-    vector ``HloComputation::CreateFromProto`` builds with ``preserve_instruction_ids``).
+    """Every instruction of the module as parallel lists (a table), in proto order.
+    ``order`` lists them as XLA holds them once loaded: computation after computation
+    and, within one, in local-id order (the instruction vector
+    ``HloComputation::CreateFromProto`` builds with ``preserve_instruction_ids``);
+    ``rank`` is each one's index in ``order``. Everything whose result depends on that
+    order (post orders, channel groups, the stack-frame table, which error is found
+    first) walks ``order``.
 
     Loading checks what XLA's loader checks: operands and control predecessors are
     instructions of the same computation defined earlier in the proto, and called
@@ -145,7 +149,8 @@ class Instructions:
         n = len(data.raw)
         self.owner = list(chain.from_iterable(repeat(c.position, c.stop - c.start) for c in comps))
         self.ids: list[int] = columns["id"]
-        self.position: Sequence[int] = range(n)  # table index -> index in the proto order
+        self.order: Sequence[int] = range(n)
+        self.rank: Sequence[int] = range(n)
         self._by_id: dict[int, int] = {}  # id -> index, when ids are unique in the module
         self._local_id_order()
         if "" in columns["name"]:
@@ -169,43 +174,59 @@ class Instructions:
     # -- loading ------------------------------------------------------------------------
 
     def _local_id_order(self) -> None:
-        """Reorder the computations whose proto lists instructions out of local-id order
-        (XLA writes them in post order), as one permutation of the whole table."""
+        """``order`` and ``rank``, when the proto lists some computation's instructions
+        out of local-id order (XLA writes them in post order)."""
         ids = self.ids
         n = len(ids)
-        if ids and min(ids) < 0:
+        if not n:
+            return
+        if min(ids) < 0:
             raise InvalidProto("an instruction has a negative id")
-        descents = list(compress(range(1, n), map(ge, ids, islice(ids, 1, None))))  # ids[k - 1] >= ids[k]
-        lids: list[int] | None = None
-        position: list[int] | None = None
-        spans: list[tuple[int, int]] = []  # of the reordered computations, adjacent ones merged
+        rank = self._dense_rank()
+        if rank is not None and len(set(rank)) == n:
+            if rank == list(range(n)):
+                return
+            order = [0] * n
+            deque(map(order.__setitem__, rank, range(n)), maxlen=0)
+        else:
+            order = self._sorted_order()
+            rank = [0] * n
+            deque(map(rank.__setitem__, order, range(n)), maxlen=0)
+        self.order, self.rank = order, rank
+
+    def _dense_rank(self) -> list[int] | None:
+        """Each instruction's rank when each computation's ids share their high half
+        and their low halves (below 2**31) are consecutive, as XLA writes them: its
+        computation's start plus its id less the smallest. None when they are not."""
+        ids = self.ids
+        comps = [c for c in self.computations if c.stop > c.start]
+        parts = [ids[c.start : c.stop] for c in comps]
+        low, high = list(map(min, parts)), list(map(max, parts))
+        sizes = [c.stop - c.start for c in comps]
+        if (
+            list(map(rshift, low, repeat(32))) != list(map(rshift, high, repeat(32)))
+            or any(map(and_, high, repeat(1 << 31)))
+            or list(map(sub, high, low)) != list(map(sub, sizes, repeat(1)))
+        ):
+            return None
+        offsets = chain.from_iterable(map(repeat, map(sub, [c.start for c in comps], low), sizes))
+        return list(map(add, ids, offsets))
+
+    def _sorted_order(self) -> list[int]:
+        """``order`` by sorting each computation's instructions by local id."""
+        ids = self.ids
+        order = list(range(len(ids)))
         for comp in self.computations:
             a, b = comp.start, comp.stop
-            if a == b:
-                continue
-            plain = ids[a] >> 32 == ids[b - 1] >> 32 and ids[b - 1] & 0xFFFFFFFF < 1 << 31
-            if plain:
-                k = bisect_right(descents, a)
-                if k == len(descents) or descents[k] >= b:
-                    continue  # ids increase, local ids too
-            if lids is None:
-                lids = list(map(and_, ids, repeat(0xFFFFFFFF)))
-                if max(lids) >= 1 << 31:
-                    lids = [local_id(x) for x in ids]
-                position = list(range(n))
-            if len(set(lids[a:b])) != b - a:
+            lids = [local_id(x) for x in ids[a:b]]
+            if len(set(lids)) != b - a:
                 raise InvalidProto(f"computation {comp.proto.name} has repeated instruction ids")
-            position[a:b] = sorted(range(a, b), key=lids.__getitem__)  # type: ignore[index]
-            if spans and spans[-1][1] == a:
-                spans[-1] = (spans[-1][0], b)
-            else:
-                spans.append((a, b))
-        if position is not None:
-            self.data.reorder(position, spans)  # ids is one of the reordered columns
-            self.position = position
+            order[a:b] = [a + k for k in sorted(range(b - a), key=lids.__getitem__)]
+        return order
 
     def _deprecated_compares(self) -> None:
-        for i, op in enumerate(self.opcodes):
+        for i in self.order:
+            op = self.opcodes[i]
             if op not in OPCODES:
                 direction = DEPRECATED_COMPARES.get(op)
                 if direction is None:
@@ -215,68 +236,66 @@ class Instructions:
 
     def _operands(self) -> list[list[int]]:
         """Operand ids to table indices; module-wide ids (XLA's usual) resolve in one map."""
-        ids, blobs = self.ids, self.data.columns["operand_ids"]
-        values, counts = packed_int64s(blobs)
+        ids, id_lists = self.ids, self.data.columns["operand_ids"]
+        counts = list(map(len, id_lists))
         by_id = dict(zip(ids, range(len(ids))))
         if len(by_id) == len(ids):
             self._by_id = by_id
-            flat = list(map(by_id.get, values))
+            flat = list(map(by_id.get, chain.from_iterable(id_lists)))
         else:
-            flat = [-1] * len(values)  # resolved below, by local id
+            flat = [-1] * sum(counts)  # resolved below, by local id
         ends = list(accumulate(counts))
         operands = [flat[b - c : b] for b, c in zip(ends, counts)]
         # Every operand an earlier instruction of the same computation (checked in C)?
-        owner, position = self.owner, self.position
+        comps = self.computations
+        starts = list(chain.from_iterable(repeat(c.start, c.stop - c.start) for c in comps))
         users = list(chain.from_iterable(map(repeat, range(len(ids)), counts)))
         if (
             self._by_id
             and None not in flat
-            and list(map(owner.__getitem__, flat)) == list(map(owner.__getitem__, users))  # type: ignore[arg-type]
-            and all(map(lt, map(position.__getitem__, flat), map(position.__getitem__, users)))  # type: ignore[arg-type]
+            and all(map(lt, flat, users))  # type: ignore[arg-type]
+            and all(map(le, map(starts.__getitem__, users), flat))  # type: ignore[arg-type]
         ):
             return operands  # type: ignore[return-value]
         suspects = [
             i for i, ops in enumerate(operands)
-            if ops and (None in ops or -1 in ops or any(owner[o] != owner[i] or position[o] >= position[i] for o in ops))  # type: ignore[index]
+            if ops and (None in ops or -1 in ops or any(not starts[i] <= o < i for o in ops))  # type: ignore[operator]
         ]  # fmt: skip
-        for i in suspects:
-            operands[i] = self._earlier(i, blobs[i], "operand")
+        for i in sorted(suspects, key=self.rank.__getitem__):
+            operands[i] = self._earlier(i, id_lists[i], "operand")
         return operands  # type: ignore[return-value]
 
-    def _earlier(self, i: int, proto_ids: bytes, what: str) -> list[int]:
+    def _earlier(self, i: int, proto_ids: list[int], what: str) -> list[int]:
         """Resolve ids the way XLA's loader does: by local id, among the instructions of
         ``i``'s computation that come before ``i`` in the proto."""
         comp = self.computations[self.owner[i]]
-        position = self.position
         out = []
-        for x in packed_int64s([proto_ids])[0]:
+        for x in proto_ids:
             k = comp.index(x, self.ids)
-            if k is None or position[k] >= position[i]:
+            if k is None or k >= i:
                 raise InvalidProto(f"{self.names[i]} names {what} id {x}, which is not an earlier instruction of {comp.name}")
             out.append(k)
         return out
 
     def _control(self) -> dict[int, list[int]]:
-        blobs = self.data.columns["control_predecessor_ids"]
-        if not any(blobs):
+        id_lists = self.data.columns["control_predecessor_ids"]
+        if not any(id_lists):
             return {}
-        return {i: self._earlier(i, blob, "control predecessor") for i, blob in enumerate(blobs) if blob}
+        return {i: self._earlier(i, id_lists[i], "control predecessor") for i in self.order if id_lists[i]}
 
     def _called(self) -> dict[int, list[Computation]]:
         opcodes, comps = self.opcodes, self.computations
-        blobs = self.data.columns["called_computation_ids"]
-        if not any(blobs):
+        id_lists = self.data.columns["called_computation_ids"]
+        if not any(id_lists):
             return {}
-        callers = [i for i, blob in enumerate(blobs) if blob]
+        callers = [i for i in self.order if id_lists[i]]  # comp.calls: in instruction order
         for i in callers:
             if opcodes[i] not in CALLING_OPCODES:
                 raise UnsupportedProto("HloInstructionProto.called_computation_ids", f"on {opcodes[i]}")
-        values, counts = packed_int64s([blobs[i] for i in callers])
-        ends = list(accumulate(counts))
-        ids = [values[b - c : b] for b, c in zip(ends, counts)]
         get = {c.id: c for c in comps}.get  # XLA looks a callee up by the local part of its id
         called: dict[int, list[Computation]] = {}
-        for i, callee_ids in zip(callers, ids):
+        for i in callers:
+            callee_ids = id_lists[i]
             callees = [get(local_id(c)) for c in callee_ids]
             caller = self.owner[i]
             if None in callees or max([c.position for c in callees], default=-1) >= caller:  # type: ignore[union-attr]
@@ -343,13 +362,13 @@ class Instructions:
         DFS from each unused instruction in index order, operands first to last,
         control predecessors, and (for collectives sharing a channel) the earlier
         collectives of that channel in the same computation."""
-        operands, control, used = self.operands, self.control, self.used
+        operands, control, used, order = self.operands, self.control, self.used, self.order
         deps = self._channel_dependencies() if channel_dependencies else {}
         entered = bytearray(len(operands))
         out: list[int] = []
         append = out.append
         for comp in comps:
-            for start in range(comp.start, comp.stop):
+            for start in order[comp.start : comp.stop]:
                 if start in used or entered[start]:
                     continue
                 stack = [start]
@@ -375,7 +394,9 @@ class Instructions:
     def _channel_dependencies(self) -> dict[int, list[int]]:
         groups: dict[tuple[int, int], list[int]] = {}
         deps: dict[int, list[int]] = {}
-        for i, opcode in enumerate(self.opcodes):
+        opcodes = self.opcodes
+        for i in self.order:
+            opcode = opcodes[i]
             if opcode in _CHANNEL_COLLECTIVES:
                 view = self.view(i)
                 channel = view.channel_id

@@ -51,17 +51,19 @@ class LinePrinter:
             parts = self.metadata[data] = op_metadata_parts(self.decoder.decode("OpMetadata", data))
         return parts
 
-    def lines(self, table: Instructions, frames: Callable[[int], int]) -> list[str]:
-        """The line of every instruction of the table (without indentation or ``ROOT``).
+    def columns(self, table: Instructions, frames: Callable[[int], int]) -> list[list[str]]:
+        """The pieces of every instruction's line (without indentation or ``ROOT``), as
+        columns: ``%name``, `` = shape ``, ``opcode(``, the operands, ``)`` and the
+        attributes, the metadata, the backend config.
 
-        Built column by column (shapes, operands, attributes, metadata, configs), each
-        column a comprehension over all instructions, a lookup of texts made once per
-        distinct value, or a loop over the few instructions that need it.
+        Each column is a comprehension over all instructions, a lookup of texts made
+        once per distinct value, or a loop over the few instructions that need it.
         """
         columns = table.data.columns
         names = table.names
         opcodes = table.opcodes
-        shapes = self.shapes.texts(table.shapes)
+        shapes = table.shapes
+        shape_texts = {data: f" = {self.shapes.text(data)} " for data in dict.fromkeys(map(shapes.__getitem__, table.order))}
         refs = ["%" + n for n in names]
         ref = refs.__getitem__
         args = [
@@ -95,7 +97,7 @@ class LinePrinter:
         attributes = OPCODE_ATTRIBUTES
         called = table.called
         printed_opcodes = opcodes  # copied before an async op's sugared name goes in
-        rows_in_order = sorted(rows)
+        rows_in_order = sorted(rows, key=table.rank.__getitem__)
         for i, view in zip(rows_in_order, table.data.views(rows_in_order)):
             opcode = opcodes[i]
             parts = [")"]
@@ -115,16 +117,20 @@ class LinePrinter:
             tails[i] = "".join(parts)
         originals = columns["original_value"]
         if originals.count(None) != n:
-            for i, value in enumerate(originals):
+            for i in table.order:
+                value = originals[i]
                 if value is not None:
                     tails[i] += ", origin={" + original_value(self.decoder.decode("OriginalValueProto", value)) + "}"
-        metadata = self._metadata_texts(table.metadata, frames)
-        configs = self._config_texts(columns["backend_config"])
+        opcode_texts = {opcode: opcode + "(" for opcode in set(printed_opcodes)}
         return [
-            f"%{name} = {shape} {opcode}({operands}{tail}{meta}{config}"
-            for name, shape, opcode, operands, tail, meta, config
-            in zip(names, shapes, printed_opcodes, args, tails, metadata, configs)
-        ]  # fmt: skip
+            refs,
+            list(map(shape_texts.__getitem__, shapes)),
+            list(map(opcode_texts.__getitem__, printed_opcodes)),
+            args,
+            tails,
+            self._metadata_texts(table.metadata, frames),
+            self._config_texts(columns["backend_config"]),
+        ]
 
     def _metadata_texts(self, metadata: list[bytes], frames: Callable[[int], int]) -> list[str]:
         """Each instruction's ``, metadata={...}`` (or nothing), made once per distinct

@@ -131,11 +131,6 @@ class ShapeText:
             text = self._with_layout[data] = self.shape(data).to_text()
         return text
 
-    def texts(self, shapes: list[bytes]) -> list[str]:
-        """:meth:`text` of each, printed once per distinct shape."""
-        texts = {data: self.text(data) for data in dict.fromkeys(shapes)}
-        return list(map(texts.__getitem__, shapes))
-
     def text_without_layout(self, data: bytes) -> str:
         text = self._without.get(data)
         if text is None:
