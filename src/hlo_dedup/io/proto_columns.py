@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import chain, compress, islice, repeat
-from operator import add, eq, ne, sub
+from operator import add, eq, invert, ne, sub
 from typing import Any, Sequence
 
 from .descriptors import length_delimited, varint, varint_field
@@ -93,32 +93,25 @@ def _align(column: Any, n: int, separator: Any, unset: Any) -> list[Any] | None:
     return out
 
 
-def _split(column: Any, n: int) -> list[Sequence[int]] | None:
-    """Each instruction's ids from a column of ids in which each instruction's follow a
-    separator (None when an id is the separator's value)."""
+def _split(column: Any, n: int) -> tuple[list[int], list[int]] | None:
+    """(every instruction's ids in order, how many each has) from a column of ids in
+    which each instruction's follow a separator (None when an id is the separator's value)."""
     if len(column) == n:  # the separators alone
-        return [()] * n
+        return [], [0] * n
     values = column[:]
-    separators = list(compress(range(len(values)), map(eq, values, repeat(_ID_SEPARATOR))))
-    if len(separators) != n:
+    if values.count(_ID_SEPARATOR) != n:
         return None
-    starts = list(map(add, separators, repeat(1)))
-    ends = [*islice(separators, 1, None), len(values)]
-    if 4 * (len(values) - n) > n:
-        return list(map(values.__getitem__, map(slice, starts, ends)))
-    # Few ids (called computations): only the lists that are not empty are made.
-    out: list[Sequence[int]] = [()] * n
-    have = list(compress(range(n), map(sub, ends, starts)))
-    lists = map(values.__getitem__, map(slice, map(starts.__getitem__, have), map(ends.__getitem__, have)))
-    deque(map(out.__setitem__, have, lists), maxlen=0)
-    return out
+    separators = list(compress(range(len(values)), map(eq, values, repeat(_ID_SEPARATOR))))
+    counts = list(map(sub, chain(islice(separators, 1, None), (len(values),)), map(add, separators, repeat(1))))
+    return list(compress(values, map(invert, values))), counts  # ~-1 is 0
 
 
 class ModuleData:
     """A module as the printer reads it: ``module`` (the view), ``computations`` (their
     views), ``raw`` (every instruction's encoding, computation after computation),
     ``bounds`` (each computation's range of ``raw``), ``columns`` (one aligned list
-    per field of :data:`_ALIGNED`) and ``counts`` (how many values each other
+    per field of :data:`_ALIGNED`), ``id_lists`` (each id list field as every
+    instruction's ids and how many each has) and ``counts`` (how many values each other
     instruction field has in the whole module)."""
 
     def __init__(self, data: bytes) -> None:
@@ -165,12 +158,14 @@ class ModuleData:
                     raise UnsupportedProto(f"HloInstructionProto.{name}", "a value the reader cannot tell apart")
                 raise _NotCanonical
             self.columns[name] = values
+        self.id_lists: dict[str, tuple[list[int], list[int]]] = {}
         for name in _ID_LISTS:
-            lists = _split(getattr(columns, name), n)
-            if lists is None:  # an id is the separator's value: read each instruction's list on its own
-                lists = [list(packed_int64s([getattr(self.view(i), name)])[0]) for i in range(n)]
-            self.columns[name] = lists
-        self.counts = {f.name: len(getattr(columns, f.name)) for f in columns.DESCRIPTOR.fields if f.name not in self.columns}
+            split = _split(getattr(columns, name), n)
+            if split is None:  # an id is the separator's value: read each instruction's list on its own
+                split = packed_int64s([getattr(self.view(i), name) for i in range(n)])
+            self.id_lists[name] = split
+        read = {*_ALIGNED, *_ID_LISTS}
+        self.counts = {f.name: len(getattr(columns, f.name)) for f in columns.DESCRIPTOR.fields if f.name not in read}
 
     def view(self, i: int) -> Any:
         """Instruction ``i`` decoded on its own (message fields as bytes).
@@ -188,8 +183,10 @@ class ModuleData:
 
     def views(self, indices: list[int]) -> Any:
         """Instructions ``indices`` decoded in one call: a sequence of views."""
-        raw = self.raw
-        framed = b"".join([_ITEM_TAG + varint(len(raw[i])) + raw[i] for i in indices])
+        encodings = list(map(self.raw.__getitem__, indices))
+        sizes = list(map(len, encodings))
+        tags = {size: _ITEM_TAG + varint(size) for size in set(sizes)}
+        framed = b"".join(chain.from_iterable(zip(map(tags.__getitem__, sizes), encodings)))
         views = message_classes(True)["HloInstructionViews"].FromString(framed)
         if views.ByteSize() != len(framed):
             return [self.view(i) for i in indices]

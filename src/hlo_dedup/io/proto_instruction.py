@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import add, and_, le, lt, rshift, sub
 from typing import Any, Sequence
 
@@ -236,19 +236,18 @@ class Instructions:
 
     def _operands(self) -> list[list[int]]:
         """Operand ids to table indices; module-wide ids (XLA's usual) resolve in one map."""
-        ids, id_lists = self.ids, self.data.columns["operand_ids"]
-        counts = list(map(len, id_lists))
+        ids = self.ids
+        values, counts = self.data.id_lists["operand_ids"]
         by_id = dict(zip(ids, range(len(ids))))
         if len(by_id) == len(ids):
             self._by_id = by_id
-            flat = list(map(by_id.get, chain.from_iterable(id_lists)))
+            flat = list(map(by_id.get, values))
         else:
-            flat = [-1] * sum(counts)  # resolved below, by local id
+            flat = [-1] * len(values)  # resolved below, by local id
         ends = list(accumulate(counts))
         operands = [flat[b - c : b] for b, c in zip(ends, counts)]
         # Every operand an earlier instruction of the same computation (checked in C)?
-        comps = self.computations
-        starts = list(chain.from_iterable(repeat(c.start, c.stop - c.start) for c in comps))
+        starts = list(chain.from_iterable(repeat(c.start, c.stop - c.start) for c in self.computations))
         users = list(chain.from_iterable(map(repeat, range(len(ids)), counts)))
         if (
             self._by_id
@@ -262,8 +261,17 @@ class Instructions:
             if ops and (None in ops or -1 in ops or any(not starts[i] <= o < i for o in ops))  # type: ignore[operator]
         ]  # fmt: skip
         for i in sorted(suspects, key=self.rank.__getitem__):
-            operands[i] = self._earlier(i, id_lists[i], "operand")
+            operands[i] = self._earlier(i, values[ends[i] - counts[i] : ends[i]], "operand")
         return operands  # type: ignore[return-value]
+
+    def _id_lists(self, name: str) -> dict[int, list[int]]:
+        """The instructions whose ``name`` field lists ids, in instruction order, and their ids."""
+        values, counts = self.data.id_lists[name]
+        if not values:
+            return {}
+        ends = list(accumulate(counts))
+        have = sorted(compress(range(len(counts)), counts), key=self.rank.__getitem__)
+        return {i: values[ends[i] - counts[i] : ends[i]] for i in have}
 
     def _earlier(self, i: int, proto_ids: list[int], what: str) -> list[int]:
         """Resolve ids the way XLA's loader does: by local id, among the instructions of
@@ -278,24 +286,19 @@ class Instructions:
         return out
 
     def _control(self) -> dict[int, list[int]]:
-        id_lists = self.data.columns["control_predecessor_ids"]
-        if not any(id_lists):
-            return {}
-        return {i: self._earlier(i, id_lists[i], "control predecessor") for i in self.order if id_lists[i]}
+        return {i: self._earlier(i, ids, "control predecessor") for i, ids in self._id_lists("control_predecessor_ids").items()}
 
     def _called(self) -> dict[int, list[Computation]]:
         opcodes, comps = self.opcodes, self.computations
-        id_lists = self.data.columns["called_computation_ids"]
-        if not any(id_lists):
+        callers = self._id_lists("called_computation_ids")  # in instruction order, as comp.calls
+        if not callers:
             return {}
-        callers = [i for i in self.order if id_lists[i]]  # comp.calls: in instruction order
         for i in callers:
             if opcodes[i] not in CALLING_OPCODES:
                 raise UnsupportedProto("HloInstructionProto.called_computation_ids", f"on {opcodes[i]}")
         get = {c.id: c for c in comps}.get  # XLA looks a callee up by the local part of its id
         called: dict[int, list[Computation]] = {}
-        for i in callers:
-            callee_ids = id_lists[i]
+        for i, callee_ids in callers.items():
             callees = [get(local_id(c)) for c in callee_ids]
             caller = self.owner[i]
             if None in callees or max([c.position for c in callees], default=-1) >= caller:  # type: ignore[union-attr]

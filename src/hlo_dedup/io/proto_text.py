@@ -51,7 +51,7 @@ class _ModulePrinter:
     def __init__(self, data: ModuleData) -> None:
         self.module = module = data.module
         self.decoder = Decoder()
-        self.shapes = ShapeText(self.decoder.decode)
+        self.shapes = ShapeText(self.decoder.decode, self.decoder.view)
         self.lines = LinePrinter(self.decoder, self.shapes)
         by_id: dict[int, Computation] = {}
         table = self.table = Instructions(data)
