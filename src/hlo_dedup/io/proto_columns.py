@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from itertools import chain, compress, islice, repeat
 from operator import add, eq, invert, ne, sub
-from typing import Any, Sequence
+from typing import Any
 
 from .descriptors import length_delimited, varint, varint_field
 from .proto_fields import first_unsupported, message_classes

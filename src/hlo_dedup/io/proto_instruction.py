@@ -50,9 +50,6 @@ DEPRECATED_COMPARES = {
     "equal-to": "EQ", "not-equal-to": "NE", "greater-than-or-equal-to": "GE",
     "greater-than": "GT", "less-than-or-equal-to": "LE", "less-than": "LT",
 }  # fmt: skip
-_CHANNEL_COLLECTIVES = frozenset(
-    "all-reduce all-gather all-to-all collective-broadcast collective-permute ragged-all-to-all reduce-scatter".split()
-)
 
 _BAD_NAME_CHAR = re.compile(r"[^A-Za-z0-9_.\-\n]|^[^A-Za-z_]|\n[^A-Za-z_]")
 _NOT_ALLOWED = re.compile(rb"[^A-Za-z0-9_.\-]")
@@ -131,7 +128,7 @@ class Instructions:
     and, within one, in local-id order (the instruction vector
     ``HloComputation::CreateFromProto`` builds with ``preserve_instruction_ids``);
     ``rank`` is each one's index in ``order``. Everything whose result depends on that
-    order (post orders, channel groups, the stack-frame table, which error is found
+    order (post orders, the stack-frame table, which error is found
     first) walks ``order``.
 
     Loading checks what XLA's loader checks: operands and control predecessors are
@@ -360,13 +357,12 @@ class Instructions:
 
     # -- orders -------------------------------------------------------------------------
 
-    def post_order(self, comps: list[Computation], channel_dependencies: bool) -> list[int]:
+    def post_order(self, comps: list[Computation]) -> list[int]:
         """``ForEachInstructionPostOrder`` of each of ``comps``, one after the other: a
-        DFS from each unused instruction in index order, operands first to last,
-        control predecessors, and (for collectives sharing a channel) the earlier
-        collectives of that channel in the same computation."""
+        DFS from each unused instruction in instruction order, operands first to last,
+        then control predecessors. (Collectives sharing a channel add no edges: jaxlib's
+        printer orders them by their operands alone, whatever the device assignment.)"""
         operands, control, used, order = self.operands, self.control, self.used, self.order
-        deps = self._channel_dependencies() if channel_dependencies else {}
         entered = bytearray(len(operands))
         out: list[int] = []
         append = out.append
@@ -385,32 +381,12 @@ class Instructions:
                         continue
                     entered[current] = 1
                     push(~current)
-                    # Pushed in reverse of the visiting order: control predecessors,
-                    # operands first to last, then the channel's earlier collectives.
-                    if deps and current != start and current in deps:
-                        extend(deps[current])
+                    # Pushed in reverse of the visiting order: control predecessors, then
+                    # operands first to last.
                     extend(reversed(operands[current]))
                     if control and current in control:
                         extend(control[current])
         return out
-
-    def _channel_dependencies(self) -> dict[int, list[int]]:
-        groups: dict[tuple[int, int], list[int]] = {}
-        deps: dict[int, list[int]] = {}
-        opcodes = self.opcodes
-        for i in self.order:
-            opcode = opcodes[i]
-            if opcode in _CHANNEL_COLLECTIVES:
-                view = self.view(i)
-                channel = view.channel_id
-                if opcode in ("all-reduce", "reduce-scatter") and view.all_reduce_id > 0:
-                    channel = view.all_reduce_id
-                if channel > 0:
-                    group = groups.setdefault((self.owner[i], channel), [])
-                    if group:
-                        deps[i] = list(group)
-                    group.append(i)
-        return deps
 
     def embedded_computations(self, comp: Computation) -> list[Computation]:
         """``MakeEmbeddedComputationsList``: callees in DFS post order."""

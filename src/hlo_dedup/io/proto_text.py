@@ -4,9 +4,9 @@ jaxlib loads the proto (``HloModule::CreateFromProto``) and prints it with
 ``HloPrintOptions::Default()`` plus ``print_large_constants``. This module reproduces
 that: computations ordered by id and printed callees first from each root
 computation (``MakeComputationPostOrder``), instructions in schedule order or in
-XLA's post order (``ForEachInstructionPostOrder``, channel dependencies included),
-async ops in their sugared form, names sanitised, the stack-frame table renumbered
-as XLA rebuilds it, and every attribute in ``PrintWithCanonicalNameMap`` order.
+XLA's post order (``ForEachInstructionPostOrder``), async ops in their sugared form,
+names sanitised, the stack-frame table renumbered as XLA rebuilds it, and every
+attribute in ``PrintWithCanonicalNameMap`` order.
 
 The proto is decoded by the ``protobuf`` runtime with classes built from the
 project's schema table (:mod:`hlo_dedup.io.proto_fields`). Every field that is set
@@ -18,8 +18,9 @@ fall back to jaxlib: reading a ``.pb`` behaves the same with or without jax.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable
 from itertools import accumulate, chain
-from typing import Any, Iterable
+from typing import Any
 
 from .proto_columns import ModuleData
 from .proto_fields import Decoder
@@ -121,7 +122,7 @@ class _ModulePrinter:
         printed = [c for c in self._computation_order() if not (c.is_async and c.single_instruction)]
         # (an async computation of one instruction prints through its sugared async-start)
         unscheduled = [c for c in printed if c.id not in self.schedule]
-        post_order = table.post_order(unscheduled, not self._single_partition_device_assignment()) if unscheduled else []
+        post_order = table.post_order(unscheduled)
         offsets = dict(zip([c.position for c in unscheduled], accumulate([0] + [c.stop - c.start for c in unscheduled])))
         sequence: list[int] = []
         openings: list[tuple[int, int, str]] = []  # (first line, root line, text before the first line)
@@ -140,14 +141,6 @@ class _ModulePrinter:
             prefixes[root] += "ROOT "
         pieces = [prefixes, *(map(column.__getitem__, sequence) for column in columns)]
         return "".join(chain.from_iterable(zip(*pieces))) + between
-
-    def _single_partition_device_assignment(self) -> bool:
-        """``ComputeChannelDependencies`` is empty for a static one-computation device
-        assignment (the config never turns on SPMD partitioning when loading a proto)."""
-        module = self.module
-        if not module.HasField("device_assignment"):
-            return False
-        return self.decoder.decode("DeviceAssignmentProto", module.device_assignment).computation_count == 1
 
     def _computation_order(self) -> list[Computation]:
         """``MakeComputationPostOrder(dfs_postorder=true)``."""
