@@ -142,6 +142,98 @@ def test_fields_split_over_records_read_as_xla_reads_them(oracle, module: str, e
     assert proto.module_bytes_to_hlo_text(data) == oracle.module_proto_to_text(data)
 
 
+def _renumbered(data: bytes, local_id) -> bytes:  # type: ignore[no-untyped-def]
+    """`data` with the k-th of n instructions of each computation given local id
+    `local_id(k, n)` (the high half of its id kept), references and schedule following."""
+    from hlo_dedup.io.proto_fields import message_classes
+
+    module = message_classes(False)["HloModuleProto"].FromString(data)
+    for computation in module.computations:
+        n = len(computation.instructions)
+        new = {ins.id: ins.id >> 32 << 32 | local_id(k, n) for k, ins in enumerate(computation.instructions)}
+        for ins in computation.instructions:
+            ins.id = new[ins.id]
+            ins.operand_ids[:] = [new[x] for x in ins.operand_ids]
+            ins.control_predecessor_ids[:] = [new[x] for x in ins.control_predecessor_ids]
+        computation.root_id = new[computation.root_id]
+        if computation.id in module.schedule.sequences:
+            sequence = module.schedule.sequences[computation.id].instruction_ids
+            sequence[:] = [new[x] for x in sequence]
+    return module.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["while_loop", "cond", "conv", "sort", "linalg", "scan_layers", "fsdp_remat_grad", "fsdp_shard_map",
+     "mesh2d_nested", "pytree_weights", "while_gather", "gspmd_transformer_after_spmd"],
+)  # fmt: skip
+@pytest.mark.parametrize(
+    "local_id",
+    [lambda k, n: 3 * (n - k) + 5, lambda k, n: k // 2 + 1 if k % 2 else n + k],
+    ids=["reversed, with gaps", "odd ones first"],
+)
+def test_ids_out_of_proto_order_read_as_xla_reads_them(oracle, module: str, local_id) -> None:  # type: ignore[no-untyped-def]
+    """XLA's writer numbers each computation's instructions 0, 1, ... in proto order; its
+    reader orders them by local id, which decides the post order lines print in (and,
+    with collectives sharing a channel, shows that channels add no edge to it)."""
+    data = _renumbered(oracle.text_to_module_proto((support.JAX_DATA / f"{module}.hlo").read_text()), local_id)
+    assert proto.module_bytes_to_hlo_text(data) == oracle.module_proto_to_text(data)
+
+
+_SHARED_CHANNEL = """HloModule m, replica_count=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+ENTRY e {
+  p0 = f32[4] parameter(0)
+  p1 = f32[4] parameter(1)
+  x = f32[4] negate(p1)
+  ar1 = f32[4] all-reduce(p0), channel_id=1, replica_groups={{0,1}}, to_apply=add
+  ar2 = f32[4] all-reduce(x), channel_id=1, replica_groups={{0,1}}, to_apply=add
+  ROOT t = (f32[4], f32[4]) tuple(ar2, ar1)
+}
+"""
+
+
+@pytest.mark.parametrize("computations", [0, 1, 2], ids=lambda c: f"{c} computations in the device assignment")
+def test_collectives_sharing_a_channel_print_in_operand_order(oracle, computations: int) -> None:  # type: ignore[no-untyped-def]
+    """jaxlib's post order puts ar1 after ar2's operands whatever the device assignment:
+    a channel ties no collective to another."""
+    from hlo_dedup.io.proto_fields import message_classes
+
+    module = message_classes(False)["HloModuleProto"].FromString(oracle.text_to_module_proto(_SHARED_CHANNEL))
+    if computations:
+        assignment = module.device_assignment
+        assignment.replica_count, assignment.computation_count = 2, computations
+        for c in range(computations):
+            assignment.computation_devices.add().replica_device_ids.extend([2 * c, 2 * c + 1])
+    data = module.SerializeToString()
+    ours = proto.module_bytes_to_hlo_text(data)
+    assert ours == oracle.module_proto_to_text(data)
+    assert ours.index("%ar2 = ") < ours.index("%p0 = ")
+
+
+def test_an_operand_id_of_minus_one_is_refused_as_xla_refuses_it(oracle) -> None:  # type: ignore[no-untyped-def]
+    """-1 separates the instructions' id lists when they are read together: an id of -1
+    is read instruction by instruction instead, and names no instruction."""
+    from hlo_dedup.io.proto_fields import message_classes
+    from hlo_dedup.xla import XlaError
+
+    text = "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  x = f32[4] negate(p)\n  ROOT y = f32[4] add(x, p)\n}\n"
+    module = message_classes(False)["HloModuleProto"].FromString(oracle.text_to_module_proto(text))
+    root = module.computations[0].instructions[2]
+    root.operand_ids[:] = [-1, root.operand_ids[1]]
+    data = module.SerializeToString()
+    with pytest.raises(XlaError):
+        oracle.module_proto_to_text(data)
+    with pytest.raises(proto.ProtoError, match="y names operand id -1, which is not an earlier instruction of e"):
+        proto.module_bytes_to_hlo_text(data)
+
+
 # ---------------------------------------------------------------------------------------------
 # The command
 

@@ -19,8 +19,8 @@ repeated) is re-encoded canonically through the full schema and read again.
 from __future__ import annotations
 
 from collections import deque
-from itertools import compress, repeat
-from operator import ne, sub
+from itertools import chain, compress, islice, repeat
+from operator import add, eq, invert, ne, sub
 from typing import Any
 
 from .descriptors import length_delimited, varint, varint_field
@@ -28,45 +28,50 @@ from .proto_fields import first_unsupported, message_classes
 from .proto_values import InvalidProto, UnsupportedProto
 
 _NOT_A_MESSAGE = b"\x00"  # a tag of field 0: no valid message encoding is this
-# field -> (separator value, value when unset, whether values append (id lists)). A false
+# field -> (separator value, value when unset). A false
 # separator (0, "", b"") marks a field proto3 never writes with its default value (a
-# scalar, a string, bytes, a packed list): there, every value the encoding holds is true.
+# scalar, a string, bytes): there, every value the encoding holds is true.
 # Messages are written even when empty, so theirs is an encoding no message has.
-_ALIGNED: dict[str, tuple[Any, Any, bool]] = {
-    "name": ("", "", False),
-    "opcode": ("", "", False),
-    "shape": (_NOT_A_MESSAGE, b"", False),
-    "metadata": (_NOT_A_MESSAGE, b"", False),
-    "id": (0, 0, False),
-    "parameter_number": (0, 0, False),
-    "operand_ids": (b"", b"", True),
-    "control_predecessor_ids": (b"", b"", True),
-    "called_computation_ids": (b"", b"", True),
-    "sharding": (_NOT_A_MESSAGE, None, False),
-    "frontend_attributes": (_NOT_A_MESSAGE, b"", False),
-    "backend_config": (b"", b"", False),
-    "statistics_viz": (_NOT_A_MESSAGE, b"", False),
-    "original_value": (_NOT_A_MESSAGE, None, False),
+_ALIGNED: dict[str, tuple[Any, Any]] = {
+    "name": ("", ""),
+    "opcode": ("", ""),
+    "shape": (_NOT_A_MESSAGE, b""),
+    "metadata": (_NOT_A_MESSAGE, b""),
+    "id": (0, 0),
+    "parameter_number": (0, 0),
+    "sharding": (_NOT_A_MESSAGE, None),
+    "frontend_attributes": (_NOT_A_MESSAGE, b""),
+    "backend_config": (b"", b""),
+    "statistics_viz": (_NOT_A_MESSAGE, b""),
+    "original_value": (_NOT_A_MESSAGE, None),
 }
+
+
+# Instruction id lists: each instruction's list in the columns follows an id of -1.
+_ID_LISTS = ("operand_ids", "control_predecessor_ids", "called_computation_ids")
+_ID_SEPARATOR = -1
 
 
 def _separator() -> bytes:
     fields = message_classes(True)["HloInstructionColumns"].DESCRIPTOR.fields_by_name
     out = b""
-    for name, (value, _, _) in _ALIGNED.items():
+    for name, (value, _) in _ALIGNED.items():
         number = fields[name].number
         if isinstance(value, int):
             out += varint_field(number, value)
         else:
             out += length_delimited(number, value.encode() if isinstance(value, str) else value)
+    for name in _ID_LISTS:
+        out += length_delimited(fields[name].number, varint(_ID_SEPARATOR))
     return out
 
 
-def _align(column: Any, n: int, separator: Any, unset: Any, appends: bool) -> list[Any] | None:
+def _align(column: Any, n: int, separator: Any, unset: Any) -> list[Any] | None:
     """One value per instruction from a column of separators and values (None when
     a value cannot be told from the separator: a default value written out, which the
-    canonical re-encoding drops). Loops run in C: the value at position ``p`` that is
-    the ``t``-th value (from 0) belongs to instruction ``p - t - 1``."""
+    canonical re-encoding drops, or a field in several records of one instruction). Loops
+    run in C: the value at position ``p`` that is the ``t``-th value (from 0) belongs to
+    instruction ``p - t - 1``."""
     extra = len(column) - n
     if extra == 0:  # the separators alone: no instruction sets the field
         return [unset] * n
@@ -81,23 +86,32 @@ def _align(column: Any, n: int, separator: Any, unset: Any, appends: bool) -> li
     if len(positions) != extra:
         return None
     owners = list(map(sub, positions, range(1, extra + 1)))
-    own = list(compress(values, is_value))
+    if len(set(owners)) != extra:
+        return None  # a message merges, a scalar's last record wins: the canonical re-encoding says which
     out = [unset] * n
-    if len(set(owners)) != extra:  # a field in several records of one instruction
-        if not appends:
-            return None  # a message merges, a scalar's last record wins: the canonical re-encoding says which
-        for i, value in zip(owners, own):
-            out[i] += value  # id lists append
-        return out
-    deque(map(out.__setitem__, owners, own), maxlen=0)
+    deque(map(out.__setitem__, owners, compress(values, is_value)), maxlen=0)
     return out
+
+
+def _split(column: Any, n: int) -> tuple[list[int], list[int]] | None:
+    """(every instruction's ids in order, how many each has) from a column of ids in
+    which each instruction's follow a separator (None when an id is the separator's value)."""
+    if len(column) == n:  # the separators alone
+        return [], [0] * n
+    values = column[:]
+    if values.count(_ID_SEPARATOR) != n:
+        return None
+    separators = list(compress(range(len(values)), map(eq, values, repeat(_ID_SEPARATOR))))
+    counts = list(map(sub, chain(islice(separators, 1, None), (len(values),)), map(add, separators, repeat(1))))
+    return list(compress(values, map(invert, values))), counts  # ~-1 is 0
 
 
 class ModuleData:
     """A module as the printer reads it: ``module`` (the view), ``computations`` (their
     views), ``raw`` (every instruction's encoding, computation after computation),
     ``bounds`` (each computation's range of ``raw``), ``columns`` (one aligned list
-    per field of :data:`_ALIGNED`) and ``counts`` (how many values each other
+    per field of :data:`_ALIGNED`), ``id_lists`` (each id list field as every
+    instruction's ids and how many each has) and ``counts`` (how many values each other
     instruction field has in the whole module)."""
 
     def __init__(self, data: bytes) -> None:
@@ -135,16 +149,23 @@ class ModuleData:
             if canonical:
                 raise InvalidProto("an instruction does not decode")
             raise _NotCanonical
+        self._view_class = classes["HloInstructionProtoView"]
         self.columns: dict[str, list[Any]] = {}
-        for name, (sep, unset, appends) in _ALIGNED.items():
-            values = _align(getattr(columns, name), n, sep, unset, appends)
+        for name, (sep, unset) in _ALIGNED.items():
+            values = _align(getattr(columns, name), n, sep, unset)
             if values is None:
                 if canonical:
                     raise UnsupportedProto(f"HloInstructionProto.{name}", "a value the reader cannot tell apart")
                 raise _NotCanonical
             self.columns[name] = values
-        self.counts = {f.name: len(getattr(columns, f.name)) for f in columns.DESCRIPTOR.fields if f.name not in _ALIGNED}
-        self._view_class = classes["HloInstructionProtoView"]
+        self.id_lists: dict[str, tuple[list[int], list[int]]] = {}
+        for name in _ID_LISTS:
+            split = _split(getattr(columns, name), n)
+            if split is None:  # an id is the separator's value: read each instruction's list on its own
+                split = packed_int64s([getattr(self.view(i), name) for i in range(n)])
+            self.id_lists[name] = split
+        read = {*_ALIGNED, *_ID_LISTS}
+        self.counts = {f.name: len(getattr(columns, f.name)) for f in columns.DESCRIPTOR.fields if f.name not in read}
 
     def view(self, i: int) -> Any:
         """Instruction ``i`` decoded on its own (message fields as bytes).
@@ -162,21 +183,14 @@ class ModuleData:
 
     def views(self, indices: list[int]) -> Any:
         """Instructions ``indices`` decoded in one call: a sequence of views."""
-        raw = self.raw
-        framed = b"".join([_ITEM_TAG + varint(len(raw[i])) + raw[i] for i in indices])
+        encodings = list(map(self.raw.__getitem__, indices))
+        sizes = list(map(len, encodings))
+        tags = {size: _ITEM_TAG + varint(size) for size in set(sizes)}
+        framed = b"".join(chain.from_iterable(zip(map(tags.__getitem__, sizes), encodings)))
         views = message_classes(True)["HloInstructionViews"].FromString(framed)
         if views.ByteSize() != len(framed):
             return [self.view(i) for i in indices]
         return views.items
-
-    def reorder(self, position: list[int], spans: list[tuple[int, int]]) -> None:
-        """Put instruction ``position[t]`` at index ``t`` of every list, for ``t`` in the
-        ``(start, stop)`` spans (before any view is made)."""
-        for values in [self.raw, *self.columns.values()]:
-            get = values.__getitem__
-            for start, stop in spans:
-                values[start:stop] = list(map(get, position[start:stop]))
-
 
 class _NotCanonical(Exception):
     """The encoding is not canonical: re-encode it and read again."""

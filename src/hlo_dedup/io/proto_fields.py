@@ -5,7 +5,7 @@ Two sets of classes are built at run time from a copy of the project schema
 (:mod:`hlo_dedup.io.hlo_schema`) in which every unsupported field is removed:
 
 * **values** (``OpMetadata``, ``ShapeProto``, ``OpSharding``, ...): ordinary messages;
-* **views** of ``HloModuleProto``, ``HloComputationProto`` and ``HloInstructionProto``
+* **views** of ``HloModuleProto``, ``HloComputationProto``, ``HloInstructionProto`` and ``ShapeProto``
   whose message-typed fields are declared ``bytes`` (``optional``, so presence is
   kept): a computation's instructions are their encodings, id lists (operands,
   control predecessors, called computations) their packed bytes;
@@ -77,7 +77,7 @@ SUPPORTED: dict[str, frozenset[str]] = {
         "f8e4m3s f8e5m2fnuzs f8e5m2s f8e8m0fnus f6e3m2fns f6e2m3fns".split()
     ),
 }
-_VIEWS = ("HloModuleProto", "HloComputationProto", "HloInstructionProto")
+_VIEWS = ("HloModuleProto", "HloComputationProto", "HloInstructionProto", "ShapeProto")
 _VIEW_LINKS = {"computations": ".xla.HloComputationProtoView"}
 _PACKED_IDS = frozenset(("operand_ids", "control_predecessor_ids", "called_computation_ids"))
 
@@ -116,8 +116,8 @@ def _view_field(f: FieldSpec) -> FieldSpec:
 
 
 def _column_field(f: FieldSpec) -> FieldSpec:
-    """An instruction column: every field repeated, messages and id lists as bytes."""
-    as_bytes = f.type == TYPE_MESSAGE or f.name in _PACKED_IDS
+    """An instruction column: every field repeated, messages as bytes."""
+    as_bytes = f.type == TYPE_MESSAGE
     return replace(
         f, type=TYPE_BYTES if as_bytes else f.type, type_name="" if as_bytes else f.type_name,
         repeated=True, oneof="", optional=False,
@@ -213,6 +213,11 @@ class Decoder:
                     _name_unsupported(message, data)
             self._cache[key] = msg
         return msg
+
+    def view(self, message: str, data: bytes) -> Any:
+        """The view of a ``message`` (its message fields as bytes) that :meth:`decode`
+        has checked."""
+        return self._classes[message + "View"].FromString(data)
 
     def printed(self, message: str, data: bytes, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(decoded data, *args)``, memoised on the function, bytes and arguments: for

@@ -11,13 +11,13 @@ over the module's instructions, read from the columns of
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from itertools import accumulate, chain, compress, islice, repeat
-from operator import and_, ge, lt
+from collections import deque
+from itertools import accumulate, chain, compress, repeat
+from operator import add, and_, le, lt, rshift, sub
 from typing import Any, Sequence
 
 from ..ir.shape import PrimitiveType
-from .proto_columns import ModuleData, packed_int64s
+from .proto_columns import ModuleData
 from .proto_values import InvalidProto, UnsupportedProto
 
 # HloOpcode strings (hlo_opcode.h), and which of them may call computations.
@@ -50,9 +50,6 @@ DEPRECATED_COMPARES = {
     "equal-to": "EQ", "not-equal-to": "NE", "greater-than-or-equal-to": "GE",
     "greater-than": "GT", "less-than-or-equal-to": "LE", "less-than": "LT",
 }  # fmt: skip
-_CHANNEL_COLLECTIVES = frozenset(
-    "all-reduce all-gather all-to-all collective-broadcast collective-permute ragged-all-to-all reduce-scatter".split()
-)
 
 _BAD_NAME_CHAR = re.compile(r"[^A-Za-z0-9_.\-\n]|^[^A-Za-z_]|\n[^A-Za-z_]")
 _NOT_ALLOWED = re.compile(rb"[^A-Za-z0-9_.\-]")
@@ -126,9 +123,13 @@ class Computation:
 
 
 class Instructions:
-    """Every instruction of the module as parallel lists (a table), computation after
-    computation in proto order and, within one, in local-id order (the instruction
-    vector ``HloComputation::CreateFromProto`` builds with ``preserve_instruction_ids``).
+    """Every instruction of the module as parallel lists (a table), in proto order.
+    ``order`` lists them as XLA holds them once loaded: computation after computation
+    and, within one, in local-id order (the instruction vector
+    ``HloComputation::CreateFromProto`` builds with ``preserve_instruction_ids``);
+    ``rank`` is each one's index in ``order``. Everything whose result depends on that
+    order (post orders, the stack-frame table, which error is found
+    first) walks ``order``.
 
     Loading checks what XLA's loader checks: operands and control predecessors are
     instructions of the same computation defined earlier in the proto, and called
@@ -145,7 +146,8 @@ class Instructions:
         n = len(data.raw)
         self.owner = list(chain.from_iterable(repeat(c.position, c.stop - c.start) for c in comps))
         self.ids: list[int] = columns["id"]
-        self.position: Sequence[int] = range(n)  # table index -> index in the proto order
+        self.order: Sequence[int] = range(n)
+        self.rank: Sequence[int] = range(n)
         self._by_id: dict[int, int] = {}  # id -> index, when ids are unique in the module
         self._local_id_order()
         if "" in columns["name"]:
@@ -169,43 +171,59 @@ class Instructions:
     # -- loading ------------------------------------------------------------------------
 
     def _local_id_order(self) -> None:
-        """Reorder the computations whose proto lists instructions out of local-id order
-        (XLA writes them in post order), as one permutation of the whole table."""
+        """``order`` and ``rank``, when the proto lists some computation's instructions
+        out of local-id order (XLA writes them in post order)."""
         ids = self.ids
         n = len(ids)
-        if ids and min(ids) < 0:
+        if not n:
+            return
+        if min(ids) < 0:
             raise InvalidProto("an instruction has a negative id")
-        descents = list(compress(range(1, n), map(ge, ids, islice(ids, 1, None))))  # ids[k - 1] >= ids[k]
-        lids: list[int] | None = None
-        position: list[int] | None = None
-        spans: list[tuple[int, int]] = []  # of the reordered computations, adjacent ones merged
+        rank = self._dense_rank()
+        if rank is not None and len(set(rank)) == n:
+            if rank == list(range(n)):
+                return
+            order = [0] * n
+            deque(map(order.__setitem__, rank, range(n)), maxlen=0)
+        else:
+            order = self._sorted_order()
+            rank = [0] * n
+            deque(map(rank.__setitem__, order, range(n)), maxlen=0)
+        self.order, self.rank = order, rank
+
+    def _dense_rank(self) -> list[int] | None:
+        """Each instruction's rank when each computation's ids share their high half
+        and their low halves (below 2**31) are consecutive, as XLA writes them: its
+        computation's start plus its id less the smallest. None when they are not."""
+        ids = self.ids
+        comps = [c for c in self.computations if c.stop > c.start]
+        parts = [ids[c.start : c.stop] for c in comps]
+        low, high = list(map(min, parts)), list(map(max, parts))
+        sizes = [c.stop - c.start for c in comps]
+        if (
+            list(map(rshift, low, repeat(32))) != list(map(rshift, high, repeat(32)))
+            or any(map(and_, high, repeat(1 << 31)))
+            or list(map(sub, high, low)) != list(map(sub, sizes, repeat(1)))
+        ):
+            return None
+        offsets = chain.from_iterable(map(repeat, map(sub, [c.start for c in comps], low), sizes))
+        return list(map(add, ids, offsets))
+
+    def _sorted_order(self) -> list[int]:
+        """``order`` by sorting each computation's instructions by local id."""
+        ids = self.ids
+        order = list(range(len(ids)))
         for comp in self.computations:
             a, b = comp.start, comp.stop
-            if a == b:
-                continue
-            plain = ids[a] >> 32 == ids[b - 1] >> 32 and ids[b - 1] & 0xFFFFFFFF < 1 << 31
-            if plain:
-                k = bisect_right(descents, a)
-                if k == len(descents) or descents[k] >= b:
-                    continue  # ids increase, local ids too
-            if lids is None:
-                lids = list(map(and_, ids, repeat(0xFFFFFFFF)))
-                if max(lids) >= 1 << 31:
-                    lids = [local_id(x) for x in ids]
-                position = list(range(n))
-            if len(set(lids[a:b])) != b - a:
+            lids = [local_id(x) for x in ids[a:b]]
+            if len(set(lids)) != b - a:
                 raise InvalidProto(f"computation {comp.proto.name} has repeated instruction ids")
-            position[a:b] = sorted(range(a, b), key=lids.__getitem__)  # type: ignore[index]
-            if spans and spans[-1][1] == a:
-                spans[-1] = (spans[-1][0], b)
-            else:
-                spans.append((a, b))
-        if position is not None:
-            self.data.reorder(position, spans)  # ids is one of the reordered columns
-            self.position = position
+            order[a:b] = [a + k for k in sorted(range(b - a), key=lids.__getitem__)]
+        return order
 
     def _deprecated_compares(self) -> None:
-        for i, op in enumerate(self.opcodes):
+        for i in self.order:
+            op = self.opcodes[i]
             if op not in OPCODES:
                 direction = DEPRECATED_COMPARES.get(op)
                 if direction is None:
@@ -215,8 +233,8 @@ class Instructions:
 
     def _operands(self) -> list[list[int]]:
         """Operand ids to table indices; module-wide ids (XLA's usual) resolve in one map."""
-        ids, blobs = self.ids, self.data.columns["operand_ids"]
-        values, counts = packed_int64s(blobs)
+        ids = self.ids
+        values, counts = self.data.id_lists["operand_ids"]
         by_id = dict(zip(ids, range(len(ids))))
         if len(by_id) == len(ids):
             self._by_id = by_id
@@ -226,57 +244,58 @@ class Instructions:
         ends = list(accumulate(counts))
         operands = [flat[b - c : b] for b, c in zip(ends, counts)]
         # Every operand an earlier instruction of the same computation (checked in C)?
-        owner, position = self.owner, self.position
+        starts = list(chain.from_iterable(repeat(c.start, c.stop - c.start) for c in self.computations))
         users = list(chain.from_iterable(map(repeat, range(len(ids)), counts)))
         if (
             self._by_id
             and None not in flat
-            and list(map(owner.__getitem__, flat)) == list(map(owner.__getitem__, users))  # type: ignore[arg-type]
-            and all(map(lt, map(position.__getitem__, flat), map(position.__getitem__, users)))  # type: ignore[arg-type]
+            and all(map(lt, flat, users))  # type: ignore[arg-type]
+            and all(map(le, map(starts.__getitem__, users), flat))  # type: ignore[arg-type]
         ):
             return operands  # type: ignore[return-value]
         suspects = [
             i for i, ops in enumerate(operands)
-            if ops and (None in ops or -1 in ops or any(owner[o] != owner[i] or position[o] >= position[i] for o in ops))  # type: ignore[index]
+            if ops and (None in ops or -1 in ops or any(not starts[i] <= o < i for o in ops))  # type: ignore[operator]
         ]  # fmt: skip
-        for i in suspects:
-            operands[i] = self._earlier(i, blobs[i], "operand")
+        for i in sorted(suspects, key=self.rank.__getitem__):
+            operands[i] = self._earlier(i, values[ends[i] - counts[i] : ends[i]], "operand")
         return operands  # type: ignore[return-value]
 
-    def _earlier(self, i: int, proto_ids: bytes, what: str) -> list[int]:
+    def _id_lists(self, name: str) -> dict[int, list[int]]:
+        """The instructions whose ``name`` field lists ids, in instruction order, and their ids."""
+        values, counts = self.data.id_lists[name]
+        if not values:
+            return {}
+        ends = list(accumulate(counts))
+        have = sorted(compress(range(len(counts)), counts), key=self.rank.__getitem__)
+        return {i: values[ends[i] - counts[i] : ends[i]] for i in have}
+
+    def _earlier(self, i: int, proto_ids: list[int], what: str) -> list[int]:
         """Resolve ids the way XLA's loader does: by local id, among the instructions of
         ``i``'s computation that come before ``i`` in the proto."""
         comp = self.computations[self.owner[i]]
-        position = self.position
         out = []
-        for x in packed_int64s([proto_ids])[0]:
+        for x in proto_ids:
             k = comp.index(x, self.ids)
-            if k is None or position[k] >= position[i]:
+            if k is None or k >= i:
                 raise InvalidProto(f"{self.names[i]} names {what} id {x}, which is not an earlier instruction of {comp.name}")
             out.append(k)
         return out
 
     def _control(self) -> dict[int, list[int]]:
-        blobs = self.data.columns["control_predecessor_ids"]
-        if not any(blobs):
-            return {}
-        return {i: self._earlier(i, blob, "control predecessor") for i, blob in enumerate(blobs) if blob}
+        return {i: self._earlier(i, ids, "control predecessor") for i, ids in self._id_lists("control_predecessor_ids").items()}
 
     def _called(self) -> dict[int, list[Computation]]:
         opcodes, comps = self.opcodes, self.computations
-        blobs = self.data.columns["called_computation_ids"]
-        if not any(blobs):
+        callers = self._id_lists("called_computation_ids")  # in instruction order, as comp.calls
+        if not callers:
             return {}
-        callers = [i for i, blob in enumerate(blobs) if blob]
         for i in callers:
             if opcodes[i] not in CALLING_OPCODES:
                 raise UnsupportedProto("HloInstructionProto.called_computation_ids", f"on {opcodes[i]}")
-        values, counts = packed_int64s([blobs[i] for i in callers])
-        ends = list(accumulate(counts))
-        ids = [values[b - c : b] for b, c in zip(ends, counts)]
         get = {c.id: c for c in comps}.get  # XLA looks a callee up by the local part of its id
         called: dict[int, list[Computation]] = {}
-        for i, callee_ids in zip(callers, ids):
+        for i, callee_ids in callers.items():
             callees = [get(local_id(c)) for c in callee_ids]
             caller = self.owner[i]
             if None in callees or max([c.position for c in callees], default=-1) >= caller:  # type: ignore[union-attr]
@@ -338,18 +357,17 @@ class Instructions:
 
     # -- orders -------------------------------------------------------------------------
 
-    def post_order(self, comps: list[Computation], channel_dependencies: bool) -> list[int]:
+    def post_order(self, comps: list[Computation]) -> list[int]:
         """``ForEachInstructionPostOrder`` of each of ``comps``, one after the other: a
-        DFS from each unused instruction in index order, operands first to last,
-        control predecessors, and (for collectives sharing a channel) the earlier
-        collectives of that channel in the same computation."""
-        operands, control, used = self.operands, self.control, self.used
-        deps = self._channel_dependencies() if channel_dependencies else {}
+        DFS from each unused instruction in instruction order, operands first to last,
+        then control predecessors. (Collectives sharing a channel add no edges: jaxlib's
+        printer orders them by their operands alone, whatever the device assignment.)"""
+        operands, control, used, order = self.operands, self.control, self.used, self.order
         entered = bytearray(len(operands))
         out: list[int] = []
         append = out.append
         for comp in comps:
-            for start in range(comp.start, comp.stop):
+            for start in order[comp.start : comp.stop]:
                 if start in used or entered[start]:
                     continue
                 stack = [start]
@@ -363,30 +381,12 @@ class Instructions:
                         continue
                     entered[current] = 1
                     push(~current)
-                    # Pushed in reverse of the visiting order: control predecessors,
-                    # operands first to last, then the channel's earlier collectives.
-                    if deps and current != start and current in deps:
-                        extend(deps[current])
+                    # Pushed in reverse of the visiting order: control predecessors, then
+                    # operands first to last.
                     extend(reversed(operands[current]))
                     if control and current in control:
                         extend(control[current])
         return out
-
-    def _channel_dependencies(self) -> dict[int, list[int]]:
-        groups: dict[tuple[int, int], list[int]] = {}
-        deps: dict[int, list[int]] = {}
-        for i, opcode in enumerate(self.opcodes):
-            if opcode in _CHANNEL_COLLECTIVES:
-                view = self.view(i)
-                channel = view.channel_id
-                if opcode in ("all-reduce", "reduce-scatter") and view.all_reduce_id > 0:
-                    channel = view.all_reduce_id
-                if channel > 0:
-                    group = groups.setdefault((self.owner[i], channel), [])
-                    if group:
-                        deps[i] = list(group)
-                    group.append(i)
-        return deps
 
     def embedded_computations(self, comp: Computation) -> list[Computation]:
         """``MakeEmbeddedComputationsList``: callees in DFS post order."""

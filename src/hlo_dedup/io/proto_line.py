@@ -39,6 +39,7 @@ class LinePrinter:
         self._config_text = decoder.memo(lambda b: raw_or_quoted(b.decode("utf-8", "surrogateescape")))
         self._literal_text = decoder.memo(lambda b: literal_text(decoder.decode("LiteralProto", b)))
         self._sharding_text = lambda proto, shape: sharding_text(proto, shapes.shape(shape))
+        self.counts: dict[str, int] = {}  # how many values each other instruction field has
         self._shardings: list[bytes | None] = []
         self._frontend: list[bytes] = []
         self._statistics: list[bytes] = []
@@ -51,17 +52,19 @@ class LinePrinter:
             parts = self.metadata[data] = op_metadata_parts(self.decoder.decode("OpMetadata", data))
         return parts
 
-    def lines(self, table: Instructions, frames: Callable[[int], int]) -> list[str]:
-        """The line of every instruction of the table (without indentation or ``ROOT``).
+    def columns(self, table: Instructions, frames: Callable[[int], int]) -> list[list[str]]:
+        """The pieces of every instruction's line (without indentation or ``ROOT``), as
+        columns: ``%name``, `` = shape ``, ``opcode(``, the operands, ``)`` and the
+        attributes, the metadata, the backend config.
 
-        Built column by column (shapes, operands, attributes, metadata, configs), each
-        column a comprehension over all instructions, a lookup of texts made once per
-        distinct value, or a loop over the few instructions that need it.
+        Each column is a comprehension over all instructions, a lookup of texts made
+        once per distinct value, or a loop over the few instructions that need it.
         """
         columns = table.data.columns
         names = table.names
         opcodes = table.opcodes
-        shapes = self.shapes.texts(table.shapes)
+        shapes = table.shapes
+        shape_texts = {data: f" = {self.shapes.text(data)} " for data in dict.fromkeys(map(shapes.__getitem__, table.order))}
         refs = ["%" + n for n in names]
         ref = refs.__getitem__
         args = [
@@ -77,25 +80,26 @@ class LinePrinter:
         self._shardings = shardings = columns["sharding"]
         self._frontend = frontend = columns["frontend_attributes"]
         self._statistics = statistics = columns["statistics_viz"]
-        counts = table.data.counts
+        self.counts = counts = table.data.counts
         self._accuracy = counts["result_accuracy"] > 0
         special = _SPECIAL_OPCODES.difference(
             op for op, fields in QUIET_UNLESS.items() if not any(counts[f] for f in fields)
         )
-        rows = {i for i, opcode in enumerate(opcodes) if opcode in special}
-        rows.update(table.called, table.control)
+        common = set(table.control)  # the rows with attributes any instruction may have
         if shardings.count(None) != n:
-            rows.update(i for i, s in enumerate(shardings) if s is not None)
+            common.update(i for i, s in enumerate(shardings) if s is not None)
         if any(frontend):
-            rows.update(i for i, f in enumerate(frontend) if f)
+            common.update(i for i, f in enumerate(frontend) if f)
         if any(statistics):
-            rows.update(i for i, f in enumerate(statistics) if f)
+            common.update(i for i, f in enumerate(statistics) if f)
         if self._accuracy:
-            rows.update(i for i, opcode in enumerate(opcodes) if opcode in ACCURACY_OPCODES)
+            common.update(i for i, opcode in enumerate(opcodes) if opcode in ACCURACY_OPCODES)
+        rows = {i for i, opcode in enumerate(opcodes) if opcode in special}
+        rows.update(table.called, common)
         attributes = OPCODE_ATTRIBUTES
         called = table.called
         printed_opcodes = opcodes  # copied before an async op's sugared name goes in
-        rows_in_order = sorted(rows)
+        rows_in_order = sorted(rows, key=table.rank.__getitem__)
         for i, view in zip(rows_in_order, table.data.views(rows_in_order)):
             opcode = opcodes[i]
             parts = [")"]
@@ -108,23 +112,30 @@ class LinePrinter:
             else:
                 extra = attributes.get(opcode)
                 if extra is not None:
-                    parts.extend([", " + a for a in extra(Site(table, i, self, view))])
+                    texts = list(extra(Site(table, i, self, view)))
+                    if texts:
+                        parts.append(", " + ", ".join(texts))
                 if i in called:
                     parts.append(_called_text(table, i, called[i]))
-                self._common_attributes(table, i, parts, view)
+                if i in common or self._accuracy:
+                    self._common_attributes(table, i, parts, view)
             tails[i] = "".join(parts)
         originals = columns["original_value"]
         if originals.count(None) != n:
-            for i, value in enumerate(originals):
+            for i in table.order:
+                value = originals[i]
                 if value is not None:
                     tails[i] += ", origin={" + original_value(self.decoder.decode("OriginalValueProto", value)) + "}"
-        metadata = self._metadata_texts(table.metadata, frames)
-        configs = self._config_texts(columns["backend_config"])
+        opcode_texts = {opcode: opcode + "(" for opcode in set(printed_opcodes)}
         return [
-            f"%{name} = {shape} {opcode}({operands}{tail}{meta}{config}"
-            for name, shape, opcode, operands, tail, meta, config
-            in zip(names, shapes, printed_opcodes, args, tails, metadata, configs)
-        ]  # fmt: skip
+            refs,
+            list(map(shape_texts.__getitem__, shapes)),
+            list(map(opcode_texts.__getitem__, printed_opcodes)),
+            args,
+            tails,
+            self._metadata_texts(table.metadata, frames),
+            self._config_texts(columns["backend_config"]),
+        ]
 
     def _metadata_texts(self, metadata: list[bytes], frames: Callable[[int], int]) -> list[str]:
         """Each instruction's ``, metadata={...}`` (or nothing), made once per distinct
@@ -232,6 +243,6 @@ def _called_text(table: Instructions, i: int, called: list[Computation]) -> str:
         return text
     if opcode == "custom-call":
         return ", called_computations={" + ", ".join("%" + c.name for c in called) + "}"
-    if opcode == "async-start":
+    if opcode == "async-start" or len(called) == 1:
         return f", calls=%{called[0].name}"
-    return ", calls=" + ", ".join("%" + c.name for c in called)
+    return ", calls=" + ", ".join(["%" + c.name for c in called])

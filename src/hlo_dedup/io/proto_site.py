@@ -104,12 +104,15 @@ def required(ins: Site, field: str) -> bytes:
     return getattr(ins.view, field)
 
 
-def output_to_operand_aliasing(ins: Site) -> Iterator[str]:
+def output_to_operand_aliasing(ins: Site) -> tuple[str, ...]:
+    if not ins.printer.counts["output_operand_aliasing"]:
+        return ()  # no instruction of the module has any
     pairs = ins.view.output_operand_aliasing
-    if len(pairs):
-        decode = ins.printer.decoder.decode
-        items = [decode("OutputOperandAliasing", b) for b in pairs]
-        yield "output_to_operand_aliasing={" + ", ".join(
-            f"{shape_index(p.output_shape_index)}: ({p.operand_index}, {shape_index(p.operand_shape_index)})"
-            for p in items
-        ) + "}"
+    if not len(pairs):
+        return ()
+    decode = ins.printer.decoder.decode
+    items = [decode("OutputOperandAliasing", b) for b in pairs]
+    return ("output_to_operand_aliasing={" + ", ".join(
+        f"{shape_index(p.output_shape_index)}: ({p.operand_index}, {shape_index(p.operand_shape_index)})"
+        for p in items
+    ) + "}",)

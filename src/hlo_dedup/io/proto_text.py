@@ -4,9 +4,9 @@ jaxlib loads the proto (``HloModule::CreateFromProto``) and prints it with
 ``HloPrintOptions::Default()`` plus ``print_large_constants``. This module reproduces
 that: computations ordered by id and printed callees first from each root
 computation (``MakeComputationPostOrder``), instructions in schedule order or in
-XLA's post order (``ForEachInstructionPostOrder``, channel dependencies included),
-async ops in their sugared form, names sanitised, the stack-frame table renumbered
-as XLA rebuilds it, and every attribute in ``PrintWithCanonicalNameMap`` order.
+XLA's post order (``ForEachInstructionPostOrder``), async ops in their sugared form,
+names sanitised, the stack-frame table renumbered as XLA rebuilds it, and every
+attribute in ``PrintWithCanonicalNameMap`` order.
 
 The proto is decoded by the ``protobuf`` runtime with classes built from the
 project's schema table (:mod:`hlo_dedup.io.proto_fields`). Every field that is set
@@ -18,7 +18,8 @@ fall back to jaxlib: reading a ``.pb`` behaves the same with or without jax.
 from __future__ import annotations
 
 import gc
-from itertools import accumulate
+from collections.abc import Iterable
+from itertools import accumulate, chain
 from typing import Any
 
 from .proto_columns import ModuleData
@@ -51,7 +52,7 @@ class _ModulePrinter:
     def __init__(self, data: ModuleData) -> None:
         self.module = module = data.module
         self.decoder = Decoder()
-        self.shapes = ShapeText(self.decoder.decode)
+        self.shapes = ShapeText(self.decoder.decode, self.decoder.view)
         self.lines = LinePrinter(self.decoder, self.shapes)
         by_id: dict[int, Computation] = {}
         table = self.table = Instructions(data)
@@ -84,7 +85,7 @@ class _ModulePrinter:
         async-start is created: its wrapped computations take its thread."""
         table = self.table
         starts = [i for i in table.called if table.opcodes[i] == "async-start"]
-        for i in sorted(starts, key=table.position.__getitem__):  # proto order
+        for i in sorted(starts):  # proto order
             table.set_async_thread(i, table.view(i).async_execution_thread or "main")
 
     def _schedule(self, by_id: dict[int, Computation]) -> dict[int, list[int]]:
@@ -110,32 +111,36 @@ class _ModulePrinter:
     # -- printing -----------------------------------------------------------------------
 
     def text(self) -> str:
+        """The module: its header, then each computation's head and instruction lines in
+        print order, joined in one pass over pieces the line printer makes column by
+        column (a line's prefix holds the indentation, ``ROOT`` and what goes between
+        computations)."""
         table = self.table
         frames = _StackFrames(self.module, self.decoder)
-        frames.collect(table.metadata, self.lines)
-        lines = self.lines.lines(table, frames.remap)
-        parts = [self._header(), frames.text(), "\n\n"]
+        frames.collect(map(table.metadata.__getitem__, table.order), self.lines)
+        columns = self.lines.columns(table, frames.remap)
         printed = [c for c in self._computation_order() if not (c.is_async and c.single_instruction)]
         # (an async computation of one instruction prints through its sugared async-start)
         unscheduled = [c for c in printed if c.id not in self.schedule]
-        post_order = table.post_order(unscheduled, not self._single_partition_device_assignment()) if unscheduled else []
+        post_order = table.post_order(unscheduled)
         offsets = dict(zip([c.position for c in unscheduled], accumulate([0] + [c.stop - c.start for c in unscheduled])))
+        sequence: list[int] = []
+        openings: list[tuple[int, int, str]] = []  # (first line, root line, text before the first line)
+        between = self._header() + frames.text() + "\n\n"
         for comp in printed:
             order = self.schedule.get(comp.id)
             if order is None:
                 at = offsets[comp.position]
                 order = post_order[at : at + comp.stop - comp.start]
-            parts.append(self._computation_text(comp, order, lines))
-            parts.append("\n\n")
-        return "".join(parts)
-
-    def _single_partition_device_assignment(self) -> bool:
-        """``ComputeChannelDependencies`` is empty for a static one-computation device
-        assignment (the config never turns on SPMD partitioning when loading a proto)."""
-        module = self.module
-        if not module.HasField("device_assignment"):
-            return False
-        return self.decoder.decode("DeviceAssignmentProto", module.device_assignment).computation_count == 1
+            openings.append((len(sequence), len(sequence) + order.index(comp.root), between + self._computation_head(comp)))
+            sequence += order
+            between = ("\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"') + "\n\n"
+        prefixes = ["\n  "] * len(sequence)
+        for first, root, opening in openings:
+            prefixes[first] = opening
+            prefixes[root] += "ROOT "
+        pieces = [prefixes, *(map(column.__getitem__, sequence) for column in columns)]
+        return "".join(chain.from_iterable(zip(*pieces))) + between
 
     def _computation_order(self) -> list[Computation]:
         """``MakeComputationPostOrder(dfs_postorder=true)``."""
@@ -213,16 +218,11 @@ class _ModulePrinter:
         donors = sorted({(e.parameter_number, tuple(e.parameter_shape_index)) for e in donor.entries})
         return ", ".join(f"({p}, {shape_index(i)})" for p, i in donors)
 
-    def _computation_text(self, comp: Computation, order: list[int], lines: list[str]) -> str:
+    def _computation_head(self, comp: Computation) -> str:
         shapes, names, text_without_layout = self.table.shapes, self.table.names, self.shapes.text_without_layout
         params = ", ".join([f"{names[p]}: {text_without_layout(shapes[p])}" for p in comp.parameters])
         result = text_without_layout(shapes[comp.root])
-        head = ("ENTRY %" if comp is self.entry else "%") + f"{comp.name} ({params}) -> {result} {{\n  "
-        body = [lines[i] for i in order]
-        root = order.index(comp.root)
-        body[root] = "ROOT " + body[root]
-        tail = "\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"'
-        return head + "\n  ".join(body) + tail
+        return ("ENTRY %" if comp is self.entry else "%") + f"{comp.name} ({params}) -> {result} {{\n  "
 
 
 def _check_shape_index(shape: Any, index: tuple[int, ...]) -> None:
@@ -249,7 +249,7 @@ class _StackFrames:
         self.frames: dict[tuple[int, int], int] = {}
         self.new_ids: dict[int, int] = {}
 
-    def collect(self, metadata_list: list[bytes], lines: LinePrinter) -> None:
+    def collect(self, metadata_list: Iterable[bytes], lines: LinePrinter) -> None:
         new_ids = self.new_ids
         for metadata in dict.fromkeys(metadata_list):  # first occurrences, in order
             if metadata:

@@ -108,10 +108,12 @@ def shape_of(proto: Any) -> Shape:
 
 
 class ShapeText:
-    """Shapes from ``ShapeProto`` bytes, printed with and without layout, memoised on the bytes."""
+    """Shapes from ``ShapeProto`` bytes, printed with and without layout, memoised on the
+    bytes (a tuple's elements too: the same few make up the big tuples)."""
 
-    def __init__(self, decode: Callable[[str, bytes], Any]) -> None:
+    def __init__(self, decode: Callable[[str, bytes], Any], view: Callable[[str, bytes], Any]) -> None:
         self._decode = decode
+        self._view = view
         self._shapes: dict[bytes, Shape] = {}
         self._with_layout: dict[bytes, str] = {}
         self._without: dict[bytes, str] = {}
@@ -122,7 +124,12 @@ class ShapeText:
     def shape(self, data: bytes) -> Shape:
         shape = self._shapes.get(data)
         if shape is None:
-            shape = self._shapes[data] = shape_of(self._decode("ShapeProto", data))
+            proto = self._decode("ShapeProto", data)
+            if proto.element_type == TUPLE:
+                shape = Shape.tuple_of([self.shape(e) for e in self._view("ShapeProto", data).tuple_shapes])
+            else:
+                shape = shape_of(proto)
+            self._shapes[data] = shape
         return shape
 
     def text(self, data: bytes) -> str:
@@ -130,11 +137,6 @@ class ShapeText:
         if text is None:
             text = self._with_layout[data] = self.shape(data).to_text()
         return text
-
-    def texts(self, shapes: list[bytes]) -> list[str]:
-        """:meth:`text` of each, printed once per distinct shape."""
-        texts = {data: self.text(data) for data in dict.fromkeys(shapes)}
-        return list(map(texts.__getitem__, shapes))
 
     def text_without_layout(self, data: bytes) -> str:
         text = self._without.get(data)
