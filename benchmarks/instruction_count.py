@@ -2,13 +2,15 @@
 
     python benchmarks/instruction_count.py FILE...                       # this tree
     python benchmarks/instruction_count.py --trees OLD,NEW FILE...       # two source trees
+    python benchmarks/instruction_count.py --passes FILE...              # with the default pipeline
 
 Seconds on a shared host move with its load; the number of machine instructions a process
 executes does not. For each file and source tree, one process reads the file, parses it and
 prints it (`modules_from_bytes` + `to_text`, the collector off, as the command runs), under
 `valgrind --tool=cachegrind --cache-sim=no`; a second process does everything but the parse
 and print; the table shows the difference, per instruction line too, and with two
-trees the ratio NEW/OLD. A tree is a checkout (its `src/` is put first on the path). Needs
+trees the ratio NEW/OLD. `--passes` runs the default pipeline between the parse and the
+print, as the plain command does. A tree is a checkout (its `src/` is put first on the path). Needs
 valgrind (~50x slower than a plain run: a 4 MB module takes about a minute per tree).
 """
 
@@ -27,19 +29,24 @@ _CHILD = r"""
 import gc, sys
 sys.path.insert(0, sys.argv[1])
 from hlo_dedup.io.formats import modules_from_bytes
+from hlo_dedup.passes import DEFAULT_PIPELINE, Pipeline
 gc.disable()
 data = open(sys.argv[2], "rb").read()
 if sys.argv[3] == "1":
     for module in modules_from_bytes(data, sys.argv[2]):
+        if sys.argv[4] == "1":
+            Pipeline.from_names(DEFAULT_PIPELINE).run(module)
         module.to_text()
 """
 
 
-def instructions(tree: Path, path: Path, *, work: bool) -> int:
-    """Machine instructions of one child process (`work`: with the parse and print)."""
+def instructions(tree: Path, path: Path, *, work: bool, passes: bool) -> int:
+    """Machine instructions of one child process (`work`: with the parse and print, and with
+    `passes` the default pipeline between them)."""
     proc = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         sys.executable, "-c", _CHILD, str(tree / "src"), str(path), "1" if work else "0"],
+         sys.executable, "-c", _CHILD, str(tree / "src"), str(path), "1" if work else "0",
+         "1" if passes else "0"],
         capture_output=True, text=True, check=True,
     )
     found = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
@@ -52,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--trees", default=str(REPO), help="comma-separated checkouts (default: this one)")
+    ap.add_argument("--passes", action="store_true", help="also run the default pipeline")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
@@ -62,7 +70,8 @@ def main() -> None:
     print("  ".join(header))
     for path in args.files:
         count = path.read_bytes().count(b" = ")  # instruction lines, for a per-line figure
-        costs = [instructions(t, path, work=True) - instructions(t, path, work=False) for t in trees]
+        costs = [instructions(t, path, work=True, passes=args.passes)
+                 - instructions(t, path, work=False, passes=False) for t in trees]
         row = [path.name, f"{count:,}"] + [f"{c / 1e9:.2f}" for c in costs] + [f"{costs[-1] / max(count, 1):,.0f}"]
         if len(trees) == 2:
             row.append(f"{costs[1] / costs[0]:.2f}x")
