@@ -135,12 +135,15 @@ def phases_child(path: str) -> dict:
 
 
 def cpu_of(args: list[str], env: dict[str, str]) -> float:
-    proc = subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"python {' '.join(args)} failed:\n{proc.stderr.read().decode()[-2000:]}")
-    proc.stderr.close()
+    """User+sys CPU seconds of `python ARGS` (its stderr kept in a file: a pipe could fill)."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"python {' '.join(args)} failed:\n{err.read().decode()[-2000:]}")
     return usage.ru_utime + usage.ru_stime
 
 
