@@ -7,7 +7,8 @@
 Each module runs `hlo-dedup FILE -o OUT --report R.json` (the default pipeline) in a fresh
 process through `hlo_dedup.cli.main`, with one profiler per phase, switched on around the
 functions `hlo_dedup.run` calls for it: read (`read_source`), parse (`modules_from_bytes`),
-passes (`Pipeline.run`), print (`render_modules`), write (`write_output`), report
+passes (`Pipeline.run`), print (`render_chunks`: proto formats; text is printed while it
+is written), write (`write_output`), report
 (`render_json`, `render_summary`). For each phase it lists the functions with the
 most own time: calls, own and cumulative seconds, µs per call, and calls per computation and
 per instruction (what a cost scales with). cProfile slows Python-heavy code about 2x: read the shares, not the seconds. The
@@ -39,7 +40,7 @@ HOOKS = {
     "read": [("hlo_dedup.run", "read_source")],
     "parse": [("hlo_dedup.run", "modules_from_bytes")],
     "passes": [("hlo_dedup.passes.pipeline", "Pipeline.run")],
-    "print": [("hlo_dedup.run", "render_modules")],
+    "print": [("hlo_dedup.run", "render_chunks")],
     "write": [("hlo_dedup.run", "write_output")],
     "report": [("hlo_dedup.run", "render_json"), ("hlo_dedup.run", "render_summary")],
 }

@@ -31,7 +31,7 @@ from .io.formats import (
     modules_from_bytes,
     output_format_for,
     read_source,
-    render_modules,
+    render_chunks,
     write_output,
 )
 from .ir import HloIrError
@@ -330,7 +330,8 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
         if output is not None and out_fmt is not None:
             progress.phase("print")
             t0 = time.perf_counter()
-            payload = compress_for(output, render_modules(modules, out_fmt, display_name(output)))
+            # Text is printed while it is written (below); proto formats are rendered here.
+            payload = compress_for(output, render_chunks(modules, out_fmt, display_name(output)))
             rendered = time.perf_counter() - t0
 
     # The display is gone before anything is written (stdout may be the same terminal).
@@ -342,8 +343,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
     if payload is None or output is None:
         return
     t0 = time.perf_counter()
-    write_output(payload, output, _binary(stdout))
-    result.bytes_out = len(payload)
+    result.bytes_out = write_output(payload, output, _binary(stdout))
     result.timings["print"] = rendered + time.perf_counter() - t0
 
 

@@ -270,3 +270,64 @@ def test_public_api_load_all_and_save(tmp_path: Path, xc) -> None:
     assert result.changed and len(result.folds) == 1
     hlo_dedup.save(module, tmp_path / "out.pb")
     assert hlo_dedup.load(tmp_path / "out.pb").name == "jit__fsdp_forward"
+
+
+def _folded_module(gathers: int) -> str:
+    """An entry of `gathers` all-gathers of one parameter, each read by its own negate: the
+    pass folds all but the first, so the entry is printed instruction by instruction."""
+    lines = ["HloModule many_gathers, entry_computation_layout={(f32[4,8]{1,0})->f32[32,8]{1,0}}", "",
+             "ENTRY main {", "  p = f32[4,8]{1,0} parameter(0)"]
+    for i in range(gathers):
+        lines.append(f"  ag{i} = f32[32,8]{{1,0}} all-gather(p), channel_id={i + 1}, "
+                     "replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true, "
+                     f'metadata={{op_name="jit(train_step)/layer_{i}/all_gather" source_file="model.py" '
+                     f"source_line={i + 10}}}")
+        lines.append(f"  neg{i} = f32[32,8]{{1,0}} negate(ag{i}), "
+                     f'metadata={{op_name="jit(train_step)/layer_{i}/neg" source_file="model.py" source_line={i + 11}}}')
+    lines.append(f"  ROOT t = ({', '.join(['f32[32,8]{1,0}'] * gathers)}) "
+                 f"tuple({', '.join(f'neg{i}' for i in range(gathers))})")
+    return "\n".join(lines) + "\n}\n\n"
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_streamed_text_is_the_joined_text(monkeypatch, chunk: int) -> None:
+    """Text output is printed and encoded a chunk at a time; whatever the chunk size, the
+    bytes are those of the whole text: unchanged modules, a rewritten one, the split marker
+    between them, and gzip's bytes for a `.gz` name."""
+    import gzip
+
+    from hlo_dedup.passes import DEFAULT_PIPELINE, Pipeline
+    from hlo_dedup.text import parse_module
+
+    folded = parse_module(_folded_module(20))
+    assert Pipeline.from_names(DEFAULT_PIPELINE).run(folded).changed
+    mods = read_modules(FSDP) + [folded] + read_modules(DATA / "cond.hlo")
+    whole = formats.join_module_texts([m.to_text() for m in mods]).encode()
+    monkeypatch.setattr(formats, "_CHUNK_CHARS", chunk)
+    chunks = list(formats.render_chunks(mods, "hlo"))
+    assert b"".join(chunks) == whole
+    assert len(chunks) > 1
+    assert b"".join(formats.compress_for("out.hlo.gz", iter(chunks))) == gzip.compress(whole, mtime=0)
+
+
+def test_a_rewritten_module_is_written_without_its_whole_text_in_memory(tmp_path: Path, monkeypatch) -> None:
+    """A million-instruction module's text is hundreds of MB: writing it must not hold that
+    text (nor its bytes) beside the IR. The traced peak while writing stays far below it."""
+    import tracemalloc
+
+    from hlo_dedup.passes import DEFAULT_PIPELINE, Pipeline
+    from hlo_dedup.text import parse_module
+
+    module = parse_module(_folded_module(3000))
+    Pipeline.from_names(DEFAULT_PIPELINE).run(module)
+    size = len(module.to_text())
+    monkeypatch.setattr(formats, "_CHUNK_CHARS", 16384)
+    tracemalloc.start()
+    try:
+        written = formats.write_output(formats.render_chunks([module], "hlo"), tmp_path / "out.hlo")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert written == size == (tmp_path / "out.hlo").stat().st_size
+    assert (tmp_path / "out.hlo").read_text() == module.to_text()
+    assert peak < size / 2, (peak, size)  # the text and its bytes would be 2 * size

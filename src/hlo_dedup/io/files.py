@@ -32,7 +32,7 @@ import select
 import signal
 import stat
 import time
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 #: The most bytes read from a pipe, a FIFO or standard input (their size is not known ahead).
 STREAM_LIMIT = 2 << 30
@@ -129,24 +129,32 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def write_file(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write `data` to `path` as `check_output` decides."""
+def write_file(path: str | os.PathLike[str], data: str | bytes | Iterable[bytes]) -> int:
+    """Write `data` (or its chunks, in order) to `path` as `check_output` decides; returns
+    the number of bytes written. Chunks are written as they come into a temporary file or a
+    device; a file rewritten in place gets them only once all exist (it is not atomic)."""
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogateescape")
+    chunks: Iterable[bytes] = (data,) if isinstance(data, bytes) else data
     plan = check_output(path)
+    if plan.how == "in_place":
+        chunks = (b"".join(chunks),)
     try:
         if plan.how == "replace":
-            _replace(plan, data)
-        else:
-            _write_through(plan, data)
+            return _replace(plan, chunks)
+        return _write_through(plan, chunks)
     except OSError as exc:
         raise _error(exc.errno or errno.EIO, exc.strerror or str(exc), plan.path) from None
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+def _write_all(fd: int, chunks: Iterable[bytes]) -> int:
+    written = 0
+    for chunk in chunks:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view):]
+        written += len(chunk)
+    return written
 
 
 def _open_fifo_for_writing(plan: OutputTarget, flags: int) -> int:
@@ -168,7 +176,7 @@ def _open_fifo_for_writing(plan: OutputTarget, flags: int) -> int:
         return fd
 
 
-def _write_through(plan: OutputTarget, data: bytes) -> None:
+def _write_through(plan: OutputTarget, chunks: Iterable[bytes]) -> int:
     flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
     if plan.how == "stream":  # devices and FIFOs: written through, never replaced
         existing = plan.existing
@@ -177,17 +185,17 @@ def _write_through(plan: OutputTarget, data: bytes) -> None:
         else:
             fd = os.open(plan.target, flags)
         try:
-            _write_all(fd, data)
+            return _write_all(fd, chunks)
         finally:
             os.close(fd)
-        return
     with signals_held():  # a half-written file is what a signal here would leave
         fd = os.open(plan.target, flags | os.O_TRUNC)
         try:
-            _write_all(fd, data)
+            written = _write_all(fd, chunks)
             os.fsync(fd)
         finally:
             os.close(fd)
+    return written
 
 
 #: Names tried for a temporary file before giving up (each one random: a clash is rare).
@@ -210,13 +218,13 @@ def _create_temporary(target: str) -> tuple[int, str]:
     raise _error(errno.EEXIST, "no unused temporary file name", target)
 
 
-def _replace(plan: OutputTarget, data: bytes) -> None:
+def _replace(plan: OutputTarget, chunks: Iterable[bytes]) -> int:
     target = plan.target
     with signals_held():
         fd, tmp = _create_temporary(target)
         try:
             try:
-                _write_all(fd, data)
+                written = _write_all(fd, chunks)
                 os.fsync(fd)
                 existing = plan.existing
                 if existing is not None:
@@ -234,6 +242,7 @@ def _replace(plan: OutputTarget, data: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+    return written
 
 
 def _owner(fd: int) -> tuple[int, int]:

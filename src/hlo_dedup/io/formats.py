@@ -32,7 +32,7 @@ import os
 import re
 import stat
 import sys
-from typing import BinaryIO, Sequence
+from typing import BinaryIO, Iterable, Iterator, Sequence
 
 from ..ir import HloModule
 from ..text import HloParseError, parse_module, parse_modules, split_module_texts
@@ -122,14 +122,29 @@ def decompress(data: bytes, filename: str) -> bytes:
     return out
 
 
-def compress_for(path: str | os.PathLike[str], data: bytes) -> bytes:
-    """`data` as it is written to `path`: gzip-compressed for a `*.gz` name (with no time stamp,
-    so the same module always gives the same bytes)."""
+def compress_for(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> Iterable[bytes]:
+    """`chunks` as they are written to `path`: gzip-compressed for a `*.gz` name (with no time
+    stamp, so the same module always gives the same bytes), chunk by chunk."""
     if str(path) != STDIO and str(path).lower().endswith(GZIP_SUFFIX):
-        import gzip
+        return _gzip_chunks(chunks)
+    return chunks
 
-        return gzip.compress(data, mtime=0)
-    return data
+
+def _gzip_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """What `gzip.compress(b"".join(chunks), mtime=0)` returns, without the joined input."""
+    import gzip
+    import zlib
+
+    yield gzip.compress(b"", mtime=0)[:10]  # the header gzip writes (its OS byte varies by version)
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    crc = size = 0
+    for chunk in chunks:
+        crc = zlib.crc32(chunk, crc)
+        size += len(chunk)
+        out = deflate.compress(chunk)
+        if out:
+            yield out
+    yield deflate.flush() + crc.to_bytes(4, "little") + (size & 0xFFFFFFFF).to_bytes(4, "little")
 
 
 def looks_like_text(data: bytes) -> bool:
@@ -341,11 +356,22 @@ def output_format_for(path: str | os.PathLike[str], format: str | None = None) -
 
 
 def render_modules(modules: Sequence[HloModule], format: str, filename: str = "<output>") -> bytes:
-    """The bytes to write. Several text modules are joined by `// -----` lines, so that the
-    file reads back as the same modules with --split-input-file (hlo-opt joins them with a
-    bare newline, which nothing can split again); proto formats hold one module."""
+    """The bytes to write (`render_chunks`, joined)."""
+    return b"".join(render_chunks(modules, format, filename))
+
+
+#: Characters encoded and written at a time when text output is streamed.
+_CHUNK_CHARS = 1 << 20
+
+
+def render_chunks(modules: Sequence[HloModule], format: str, filename: str = "<output>") -> Iterable[bytes]:
+    """The bytes to write, in chunks. Several text modules are joined by `// -----` lines, so
+    that the file reads back as the same modules with --split-input-file (hlo-opt joins them
+    with a bare newline, which nothing can split again); proto formats hold one module, and
+    are rendered (and their errors raised) before this returns. Text is printed as it is
+    written, so a large module's text is never held whole, nor twice (as text and bytes)."""
     if format == "hlo":
-        return join_module_texts([m.to_text() for m in modules]).encode("utf-8", "surrogateescape")
+        return _text_chunks(modules)
     if len(modules) != 1:
         raise FormatError(filename, f"{format} output holds one module, the input has {len(modules)} "
                           "(write HLO text, or split the input)")
@@ -354,12 +380,45 @@ def render_modules(modules: Sequence[HloModule], format: str, filename: str = "<
     try:
         module_bytes = proto.hlo_text_to_module_bytes(modules[0].to_text())
         if format == "pb":
-            return module_bytes
-        return proto.module_bytes_to_text_proto(module_bytes).encode("utf-8")
+            return (module_bytes,)
+        return (proto.module_bytes_to_text_proto(module_bytes).encode("utf-8"),)
     except proto.ProtoSupportMissing as exc:
         raise FormatError(filename, str(exc)) from None
     except proto.ProtoError as exc:
         raise FormatError(filename, str(exc)) from None
+
+
+def _text_chunks(modules: Sequence[HloModule]) -> Iterator[bytes]:
+    """`join_module_texts` of the modules' texts, encoded about `_CHUNK_CHARS` at a time."""
+    pending: list[str] = []
+    size = 0
+    last = ""  # the text's last character so far
+    for index, module in enumerate(modules):
+        first = True
+        for piece in module.text_pieces():
+            if not piece:
+                continue
+            if first and index:
+                piece = ("" if last == "\n" else "\n") + SPLIT_MARKER + ("" if piece[0] == "\n" else "\n") + piece
+            first = False
+            last = piece[-1]
+            if len(piece) > _CHUNK_CHARS:  # the source text of an unchanged module, or most of it
+                if pending:
+                    yield "".join(pending).encode("utf-8", "surrogateescape")
+                    pending, size = [], 0
+                for start in range(0, len(piece), _CHUNK_CHARS):
+                    yield piece[start : start + _CHUNK_CHARS].encode("utf-8", "surrogateescape")
+                continue
+            pending.append(piece)
+            size += len(piece)
+            if size >= _CHUNK_CHARS:
+                yield "".join(pending).encode("utf-8", "surrogateescape")
+                pending, size = [], 0
+        if first and index:  # an empty module text still gets its marker
+            pending.append(("" if last == "\n" else "\n") + SPLIT_MARKER + "\n")
+            last = "\n"
+    if pending:
+        yield "".join(pending).encode("utf-8", "surrogateescape")
 
 
 def join_module_texts(texts: Sequence[str]) -> str:
@@ -371,24 +430,26 @@ def join_module_texts(texts: Sequence[str]) -> str:
     return out
 
 
-def write_output(data: bytes, path: str | os.PathLike[str], stdout: BinaryIO | None = None) -> None:
-    """Write `data` to `path` as `hlo_dedup.io.files.write_file` does (through symlinks and
-    special files, keeping mode and owner), or to standard output for `-`."""
-    if str(path) == STDIO:
-        out = stdout or sys.stdout.buffer
-        if isinstance(out, io.TextIOBase):  # a text stream without a buffer (tests, notebooks)
-            out.write(data.decode("utf-8", "surrogateescape"))
-        else:
-            out.write(data)
-        out.flush()
-        return
-    write_file(path, data)
+def write_output(data: bytes | Iterable[bytes], path: str | os.PathLike[str], stdout: BinaryIO | None = None) -> int:
+    """Write `data` (or its chunks) to `path` as `hlo_dedup.io.files.write_file` does (through
+    symlinks and special files, keeping mode and owner), or to standard output for `-`;
+    returns the number of bytes written."""
+    if str(path) != STDIO:
+        return write_file(path, data)
+    out = stdout or sys.stdout.buffer
+    text = isinstance(out, io.TextIOBase)  # a text stream without a buffer (tests, notebooks)
+    written = 0
+    for chunk in (data,) if isinstance(data, bytes) else data:
+        out.write(chunk.decode("utf-8", "surrogateescape") if text else chunk)
+        written += len(chunk)
+    out.flush()
+    return written
 
 
 def write_module(module: HloModule, path: str | os.PathLike[str], format: str | None = None) -> None:
     """Write one module (`-`: standard output) as text, `.pb` or `.pbtxt`."""
     fmt = output_format_for(path, format)
-    write_output(compress_for(path, render_modules([module], fmt, display_name(path))), path)
+    write_output(compress_for(path, render_chunks([module], fmt, display_name(path))), path)
 
 
 __all__ = [
@@ -408,6 +469,7 @@ __all__ = [
     "output_format_for",
     "read_modules",
     "read_source",
+    "render_chunks",
     "render_modules",
     "without_compression",
     "write_module",

@@ -173,6 +173,15 @@ class HloModule:
 
         return format_module(self)
 
+    def text_pieces(self) -> Iterator[str]:
+        """`to_text()` in pieces whose concatenation is that text: what a writer streams,
+        so that a large module's text is never built whole beside its IR."""
+        if self.is_pristine():
+            return iter((self.source.text,))  # type: ignore[union-attr]
+        from .printer import module_text_pieces
+
+        return module_text_pieces(self)
+
     def restore_from(self, other: HloModule) -> None:
         """Become `other` (a fresh read of this module's earlier text): how a failed pass
         rolls back. Instructions taken from this module before are not part of it after."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from ..syntax.lexer import ScanError, skip_trivia
 from .shape import Shape
@@ -180,16 +180,22 @@ def _hidden(inst: HloInstruction) -> bool:
 
 
 def format_computation(comp: HloComputation) -> str:
-    """The computation's text. An unchanged computation is one slice of the source;
-    in a changed one, unchanged instructions that are also neighbours in the source are
-    copied as one slice of it and the rest are printed line by line."""
+    """The computation's text (`computation_text_pieces`, joined)."""
+    return "".join(computation_text_pieces(comp))
+
+
+def computation_text_pieces(comp: HloComputation) -> Iterator[str]:
+    """The computation's text in pieces. An unchanged computation is one slice of the
+    source; in a changed one, unchanged instructions that are also neighbours in the source
+    are copied as one slice of it and the rest are printed line by line."""
     module = comp.parent
     source = module.source.text if module is not None and module.source is not None else None
     whole = comp.span
     if source is not None and whole is not None and whole.body_end >= 0 and comp._sig and not (
             comp._changed or comp._reorder):
-        return whole.head + source[whole.start + 1 : whole.body_end] + whole.tail
-    parts = [format_computation_head(comp)]
+        yield whole.head + source[whole.start + 1 : whole.body_end] + whole.tail
+        return
+    yield format_computation_head(comp)
     run_start = run_end = -1
     for inst in _emission_order(comp):
         if _hidden(inst):
@@ -199,28 +205,32 @@ def format_computation(comp: HloComputation) -> str:
             lead_start = span.start - len(span.lead)
             if lead_start != run_end:
                 if run_end >= 0:
-                    parts.append(source[run_start:run_end])
+                    yield source[run_start:run_end]
                 run_start = lead_start
             run_end = span.end
             continue
         if run_end >= 0:
-            parts.append(source[run_start:run_end])  # type: ignore[index]
+            yield source[run_start:run_end]  # type: ignore[index]
             run_start = run_end = -1
-        parts.append(span.lead or "\n  ")
-        parts.append(format_instruction(inst))
+        yield span.lead or "\n  "
+        yield format_instruction(inst)
     if run_end >= 0:
-        parts.append(source[run_start:run_end])  # type: ignore[index]
-    parts.append(comp.span.tail if comp.span is not None else "\n}")
-    return "".join(parts)
+        yield source[run_start:run_end]  # type: ignore[index]
+    yield comp.span.tail if comp.span is not None else "\n}"
 
 
 def format_module(module: HloModule) -> str:
+    return "".join(module_text_pieces(module))
+
+
+def module_text_pieces(module: HloModule) -> Iterator[str]:
+    """The module's text in pieces, for a writer that streams it: a module of a million
+    instructions is never one string (nor one more as bytes) next to its IR."""
     source = module.source
     if source is not None:
-        parts = [source.head]
+        yield source.head
     else:
-        parts = [f"HloModule {module.name}" + "".join(f", {k}={v}" for k, v in module.header_attributes)]
+        yield f"HloModule {module.name}" + "".join(f", {k}={v}" for k, v in module.header_attributes)
     for comp in module.computations:
-        parts.append(format_computation(comp))
-    parts.append(source.tail if source is not None else "\n")
-    return "".join(parts)
+        yield from computation_text_pieces(comp)
+    yield source.tail if source is not None else "\n"
