@@ -6,7 +6,7 @@
 
 Each module runs `hlo-dedup FILE -o OUT --report R.json` (the default pipeline) in a fresh
 process through `hlo_dedup.cli.main`, with one profiler per phase, switched on around the
-functions `hlo_dedup.run` calls for it: read (`read_source`), parse (`modules_from_bytes`),
+functions `hlo_dedup.run` calls for it: read (`read_source`), parse (`decode_input`, `modules_from_text`),
 passes (`Pipeline.run`), print (`render_chunks`: proto formats; text is printed while it
 is written), write (`write_output`), report
 (`render_json`, `render_summary`). For each phase it lists the functions with the
@@ -38,7 +38,7 @@ PROF_DIR = gen.OUT / "prof"
 #: phase -> (module, attribute) of what the command calls for it, looked up at run time.
 HOOKS = {
     "read": [("hlo_dedup.run", "read_source")],
-    "parse": [("hlo_dedup.run", "modules_from_bytes")],
+    "parse": [("hlo_dedup.run", "decode_input"), ("hlo_dedup.run", "modules_from_text")],
     "passes": [("hlo_dedup.passes.pipeline", "Pipeline.run")],
     "print": [("hlo_dedup.run", "render_chunks")],
     "write": [("hlo_dedup.run", "write_output")],

@@ -26,9 +26,10 @@ from .io.formats import (
     STDIO,
     FormatError,
     compress_for,
+    decode_input,
     detect_format,
     display_name,
-    modules_from_bytes,
+    modules_from_text,
     output_format_for,
     read_source,
     render_chunks,
@@ -277,9 +278,10 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
             raise FormatError(name, exc.strerror or str(exc)) from None
         result.bytes_in = len(data)
         in_fmt = options.input_format or detect_format(input, data)
-        modules = modules_from_bytes(data, name, spmd=options.spmd, format=in_fmt,
-                                     split_input_file=options.split_input_file)
-        del data
+        text, container = decode_input(data, name, in_fmt)
+        del data  # the IR is built without the input's bytes beside it
+        modules = modules_from_text(text, name, container=container, spmd=options.spmd,
+                                    split_input_file=options.split_input_file)
         result.input_format = in_fmt
         result.timings["parse"] = time.perf_counter() - t0
         if out_fmt not in ("hlo", None) and len(modules) != 1:

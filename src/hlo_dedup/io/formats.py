@@ -265,18 +265,33 @@ def modules_from_bytes(
     split_input_file: bool = True,
 ) -> list[HloModule]:
     """Parse `data` (named `filename` in errors) in `format` (None: detect)."""
+    text, container = decode_input(data, filename, format)
+    return modules_from_text(text, filename, container=container, spmd=spmd, split_input_file=split_input_file)
+
+
+def decode_input(data: bytes, filename: str, format: str | None = None) -> tuple[str, str | None]:
+    """`data` as HLO text, and the proto container it came in (None for text): text formats
+    decoded, a proto's module printed as XLA prints it. Nothing needs the bytes after this,
+    so a caller that drops them builds the IR without the input held twice."""
     fmt = _input_format(data, filename, format)
     if fmt in ("hlo", "txt"):
-        text = data.decode("utf-8", "surrogateescape")
-        if split_input_file:
-            return parse_modules(text, filename, spmd=spmd)
-        _check_no_marker(text, filename)
-        return [parse_module(text, filename, spmd=spmd)]
-    container, hlo_text = _proto_module_text(data, filename, fmt)
-    # XLA printed this text; errors in it point into that text, so say so.
-    module = parse_module(hlo_text, f"{filename} ({container} as XLA text)", spmd=spmd)
-    module.filename = filename
-    return [module]
+        return data.decode("utf-8", "surrogateescape"), None
+    container, text = _proto_module_text(data, filename, fmt)
+    return text, container
+
+
+def modules_from_text(text: str, filename: str, *, container: str | None = None, spmd: bool = True,
+                      split_input_file: bool = True) -> list[HloModule]:
+    """Parse `decode_input`'s text. A proto's module is one module, and its errors point into
+    the text XLA printed for it, so they say so."""
+    if container is not None:
+        module = parse_module(text, f"{filename} ({container} as XLA text)", spmd=spmd)
+        module.filename = filename
+        return [module]
+    if split_input_file:
+        return parse_modules(text, filename, spmd=spmd)
+    _check_no_marker(text, filename)
+    return [parse_module(text, filename, spmd=spmd)]
 
 
 def module_texts_from_bytes(data: bytes, filename: str, *, format: str | None = None) -> list[str]:
@@ -460,12 +475,14 @@ __all__ = [
     "SPLIT_MARKER",
     "FormatError",
     "compress_for",
+    "decode_input",
     "decompress",
     "detect_format",
     "display_name",
     "join_module_texts",
     "module_texts_from_bytes",
     "modules_from_bytes",
+    "modules_from_text",
     "output_format_for",
     "read_modules",
     "read_source",
