@@ -24,6 +24,8 @@ from .shape import Shape, shapes_compatible_ignoring_fp_precision, shapes_equal
 from .source import SourceSpan
 
 if TYPE_CHECKING:
+    from re import Match
+
     from .computation import HloComputation
     from .metadata import OpMetadata
     from .module import HloModule
@@ -60,7 +62,7 @@ class HloInstruction:
         "_attr_raw",
         "_attrs",
         "_cache",
-        "span",
+        "_span",
     )
 
     def __init__(
@@ -91,7 +93,7 @@ class HloInstruction:
         self._attrs: list[tuple[str, str]] | None = list(attributes)
         self._attr_raw: str | None = None
         self._cache: dict[str, object] | None = None
-        self.span = SourceSpan()
+        self._span: SourceSpan | Match[str] = SourceSpan()
         for op in self.operands:
             op._users[self] = None
 
@@ -103,10 +105,12 @@ class HloInstruction:
         shape_text: str | None,
         operands: list[HloInstruction],
         payload: str | None,
-        span: SourceSpan,
+        span: SourceSpan | Match[str],
     ) -> HloInstruction:
         """An instruction as a reader found it: its shape and attributes stay text (the
         attributes are `span`'s tail in the module source) until something asks for them.
+        `span` may be the reader's match of the instruction's line (`SourceSpan.from_line`
+        builds the span from it when it is first asked for).
 
         Readers build millions of these, so this skips the general constructor's work;
         `operands` is taken as is (not copied)."""
@@ -126,10 +130,24 @@ class HloInstruction:
         inst._attrs = None
         inst._attr_raw = ""
         inst._cache = None
-        inst.span = span
+        inst._span = span
         for op in operands:
             op._users[inst] = None
         return inst
+
+    @property
+    def span(self) -> SourceSpan:
+        """How the instruction is written. Most instructions read from text never need
+        theirs (an unchanged computation prints as one slice of the source), so the reader
+        keeps only its match of the line and the span is built on first use."""
+        span = self._span
+        if type(span) is not SourceSpan:
+            span = self._span = SourceSpan.from_line(span)  # type: ignore[arg-type]
+        return span  # type: ignore[return-value]
+
+    @span.setter
+    def span(self, span: SourceSpan) -> None:
+        self._span = span
 
     # ----------------------------------------------------------------- basics
     def __repr__(self) -> str:

@@ -9,11 +9,14 @@ instructions' lines would otherwise be kept twice.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from ..syntax.errors import line_col
 
 if TYPE_CHECKING:
+    from re import Match
+
     from .instruction import HloInstruction
 
 
@@ -86,6 +89,15 @@ class SourceSpan:
         self.operand_shapes = operand_shapes
         self.compact_gte_base: tuple[HloInstruction, int] | None = None
         self.host: HloInstruction | None = None
+
+    @classmethod
+    def from_line(cls, line: Match[str]) -> SourceSpan:
+        """The span of an instruction line as a reader matched it: the groups `lead`,
+        `percent` (`%` or empty) and `attributes` (the raw attribute list, ending the
+        match). Readers keep the match instead of a span (it costs them nothing, and it
+        holds the same offsets), and the instruction builds its span from it on first use."""
+        return cls(sys.intern(line.group("lead")), line.end("lead"), line.start("attributes"), line.end(),
+                   percent=line.group("percent") == "%")
 
     @property
     def has_line(self) -> bool:

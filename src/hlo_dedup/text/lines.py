@@ -19,16 +19,16 @@ from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.opcodes import CALLED_COMPUTATION_KEYS, OPCODES, is_known_opcode
 from ..ir.shape import PrimitiveType
-from ..ir.source import SourceSpan
 from ..syntax.lexer import ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
 
 # Names are ASCII, as the careful reader's IDENT and XLA's lexer have them (and an ASCII
 # class is a quarter cheaper to match than `\w`); none is `ROOT`, which the careful reader
 # takes for the keyword.
+# The groups `SourceSpan.from_line` reads are named.
 LINE = re.compile(
-    r"(\n[ \t]*)(ROOT[ \t]+)?(?!ROOT[ \t]*=)(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*"
+    r"(?P<lead>\n[ \t]*)(ROOT[ \t]+)?(?!ROOT[ \t]*=)(?P<percent>%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*"
     r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
-    r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
+    r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)(?P<attributes>[^\n]*)"
 )
 # What ends an instruction's attributes for the careful reader, which reads on across lines:
 # the body's `}` or the next instruction (a line LINE matches is one).
@@ -203,14 +203,14 @@ class PrintedLines:
         """
         text = self.text
         match = LINE.match
-        leads = _leads
         tail_kinds = self._tail_kinds
         shapes = self._shapes
         lookup = state.lookup
         add = state.comp.append_instruction
+        make = HloInstruction.from_source
         m = match(text, pos)
         while m is not None:
-            lead, root, pct, name, shape, opcode, ops, tail = m.groups()
+            _, root, _, name, shape, opcode, ops, tail = m.groups()
             if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None:
                 return pos
             if shape is None:
@@ -235,23 +235,23 @@ class PrintedLines:
                 payload: str | None = ops
             else:
                 payload = None
-                if "/*" in ops:
-                    ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
-                operands = []
                 if ops:
-                    for ref in ops.split(", "):  # XLA's separator; anything else is not found
-                        op = lookup(ref[1:] if ref[:1] == "%" else ref)
-                        if op is None:
-                            return pos  # the careful reader decides (and reports with a column)
-                        operands.append(op)
-            tail_start = m.start(8)
+                    if "/*" in ops:
+                        ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
+                    # XLA's separator; anything else is not found, and the careful reader
+                    # decides (and reports with a column).
+                    operands = list(map(lookup, ops[1:].split(", %") if ops[0] == "%" else ops.split(", ")))
+                    if None in operands:
+                        return pos
+                else:
+                    operands = []
             end = m.end()
             following = match(text, end)
             if following is None and _NEXT_INSTRUCTION.match(text, end) is None:
                 return pos  # the careful reader may read the next line as more attributes
-            span = SourceSpan(leads.get(lead) or intern_lead(lead), m.end(1), tail_start, end, percent=pct == "%")
-            inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
+            inst = make(name, opcode, shape, operands, payload, m)
             if refs:
+                tail_start = m.start(8)
                 resolve(inst, [(key, raw, tail_start + at) for key, raw, at in refs])
             add(inst)
             state.last = inst
