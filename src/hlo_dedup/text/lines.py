@@ -12,7 +12,6 @@ same text at the same place. `printed_header` does the same for a computation's 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir.computation import HloComputation
@@ -106,25 +105,29 @@ def intern_lead(lead: str) -> str:
         return lead
     return _leads.setdefault(lead, lead)
 
-@dataclass
 class ComputationState:
-    """What both readers know of the computation they are reading."""
+    """What both readers know of the computation they are reading. `numbers` holds the
+    text of each parameter's number, beside `parameters` (`finish_computation` checks
+    XLA's 0, 1, 2, ... order on the text, which the reader has at hand)."""
 
-    comp: HloComputation
-    roots: list[HloInstruction] = field(default_factory=list)
-    compact: dict[tuple[HloInstruction, int], HloInstruction] = field(default_factory=dict)
-    last: HloInstruction | None = None
-    suffixes: dict[str, int] = field(default_factory=dict)
-    parameters: list[HloInstruction] = field(default_factory=list)
+    __slots__ = ("comp", "roots", "compact", "last", "suffixes", "parameters", "numbers", "lookup")
 
-    def __post_init__(self) -> None:
-        self.lookup = self.comp.name_lookup()
+    def __init__(self, comp: HloComputation) -> None:
+        self.comp = comp
+        self.roots: list[HloInstruction] = []
+        self.compact: dict[tuple[HloInstruction, int], HloInstruction] = {}
+        self.last: HloInstruction | None = None
+        self.suffixes: dict[str, int] = {}
+        self.parameters: list[HloInstruction] = []
+        self.numbers: list[str] = []
+        self.lookup = comp.name_lookup()
 
     def append(self, inst: HloInstruction) -> None:
         self.comp.append_instruction(inst)
         self.last = inst
         if inst.opcode == "parameter":
             self.parameters.append(inst)
+            self.numbers.append(inst.payload or "")
 
     def unique_name(self, wanted: str) -> str:
         """`wanted`, else the first free `wanted.N` (N from 1). Names are only added while
@@ -194,7 +197,7 @@ class PrintedLines:
         self,
         pos: int,
         state: ComputationState,
-        resolve: Callable[[HloInstruction, list[tuple[str, str, int]]], None],
+        resolve: Callable[[ComputationState, HloInstruction, list[tuple[str, str, int]]], None],
     ) -> int:
         """Read the instructions XLA printed one per line from `pos` on into `state`, and
         return where the first line this reader is not sure of starts (for the careful
@@ -252,13 +255,14 @@ class PrintedLines:
             inst = make(name, opcode, shape, operands, payload, m)
             if refs:
                 tail_start = m.start(8)
-                resolve(inst, [(key, raw, tail_start + at) for key, raw, at in refs])
+                resolve(state, inst, [(key, raw, tail_start + at) for key, raw, at in refs])
             add(inst)
             state.last = inst
             if root:
                 state.roots.append(inst)
             if payload is not None and opcode == "parameter":
                 state.parameters.append(inst)
+                state.numbers.append(payload)
             pos = end
             m = following
         return pos
