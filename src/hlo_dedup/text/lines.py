@@ -35,12 +35,12 @@ LINE = re.compile(
 # the body's `}` or the next instruction (a line LINE matches is one).
 _NEXT_INSTRUCTION = re.compile(r"\n[ \t]*+(?:\}|ROOT[ \t]|%?[A-Za-z_][A-Za-z0-9_.\-]*+[ \t]*+=)")
 _HEADER = re.compile(
-    r"[ \t\r\n]*(ENTRY[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
+    r"[ \t\r\n]*+(ENTRY[ \t]++|)(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
     r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
 )
 # Signatures and result shapes as XLA prints most of them, accepted without the scanners:
 # no tuple, no bracket nested in another (then `match_group`/`shape_end` end where these do).
-_FLAT_SIGNATURE = re.compile(r"\((?:[^()\[\]{}\n]|\[[^()\[\]{}\n]*\]|\{[^()\[\]{}\n]*\})*\)")
+_FLAT_SIGNATURE = re.compile(r"\((?:[^()\[\]{}\n]++|\[[^()\[\]{}\n]*+\]|\{[^()\[\]{}\n]*+\})*+\)")
 # An attribute tail as XLA prints it, read without the scanner, one `, key=value` per match.
 # At top level a value holds no comma, no `=` but in `<=`, no comment and no whitespace but
 # single spaces (mesh replica groups: `mesh['x'=8] {'x'}`); its strings close on the line and
@@ -78,6 +78,9 @@ PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 # it (a 960-element tuple took it 4 ms).
 _ARRAY = r"([a-z][a-z0-9]*)\[[0-9,]*\](?:\{[0-9][0-9,]*\})?"
 _ARRAY_SHAPE = re.compile(_ARRAY)
+# Both at once, for the common header: a flat signature `->` an array. Where it ends where
+# `_HEADER`'s result shape does, the two above end where `_HEADER`'s groups do.
+_PLAIN_SIGNATURE = re.compile(rf"{_FLAT_SIGNATURE.pattern}[ \t]*->[ \t]*{_ARRAY}")
 _TUPLE_SHAPE = re.compile(rf"\((?:{_ARRAY}(?:, (?:/\*index=[0-9]+\*/)?{_ARRAY})*+)?\)")
 _ELEMENT_TYPE = re.compile(r"([a-z][a-z0-9]*)\[")
 #: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
@@ -252,7 +255,7 @@ class PrintedLines:
                     operands = []
             end = m.end()
             following = match(text, end)
-            if following is None and _NEXT_INSTRUCTION.match(text, end) is None:
+            if following is None and not text.startswith("\n}", end) and _NEXT_INSTRUCTION.match(text, end) is None:
                 return pos  # the careful reader may read the next line as more attributes
             inst = make(name, opcode, shape, operands, payload, m)
             if refs:
@@ -278,21 +281,23 @@ def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | No
     m = _HEADER.match(text, pos)
     if m is None:
         return None
-    entry, name = m.group(1), m.group(3)
-    if entry is None and name == "ENTRY":
+    entry, percent, name = m.group(1, 2, 3)
+    if not entry and name == "ENTRY":
         return None
-    flat = _FLAT_SIGNATURE.match(text, m.start(4))
-    shape = _ARRAY_SHAPE.match(text, m.start(5))
-    try:
-        if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
+    plain = _PLAIN_SIGNATURE.match(text, m.start(4))
+    if plain is None or plain.end() != m.end(5) or plain.group(1) not in PRIMITIVE_NAMES:
+        flat = _FLAT_SIGNATURE.match(text, m.start(4))
+        shape = _ARRAY_SHAPE.match(text, m.start(5))
+        try:
+            if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
+                return None
+            if (shape is None or shape.end() != m.end(5) or shape.group(1) not in PRIMITIVE_NAMES) and (
+                shape_end(text, m.start(5)) != m.end(5)
+            ):
+                return None
+        except ScanError:
             return None
-        if (shape is None or shape.end() != m.end(5) or shape.group(1) not in PRIMITIVE_NAMES) and (
-            shape_end(text, m.start(5)) != m.end(5)
-        ):
-            return None
-    except ScanError:
-        return None
-    return name, entry is not None, m.group(2) == "%", m.start(6), m.end(6)
+    return name, entry != "", percent == "%", m.start(6), m.end(6)
 
 
 def _group_ends(text: str, start: int, end: int) -> bool:
