@@ -150,31 +150,59 @@ class ComputationState:
 Reference = tuple[str, str, int]
 
 
-def _tail_references(tail: str) -> tuple[Reference, ...] | None:
+#: Keys of a piece of a tail and the references among its attributes (offsets in the piece).
+_Read = tuple[list[str], list[Reference]]
+#: Where XLA's per-op metadata starts: what follows it repeats across lines whose heads
+#: differ (`calls=%fused_computation.N`), so it is read once (`_tail_references`).
+_METADATA = ", metadata="
+
+
+def _printed_attributes(piece: str) -> _Read | None:
+    """The keys and references of `piece` read as `, key=value` attributes one match at a
+    time; None unless the matches tile it."""
+    match = _ATTRIBUTE.match
+    keys = []
+    found = []
+    pos = 0
+    while pos < len(piece):
+        m = match(piece, pos)
+        if m is None:
+            return None
+        key = m.group(1)
+        keys.append(key)
+        if key in _REFERENCE_KEYS:
+            found.append((key, piece[m.end(1) + 1 : m.end()], m.end(1) + 1))
+        pos = m.end()
+    return keys, found
+
+
+def _tail_references(tail: str, pieces: dict[str, _Read | None]) -> tuple[Reference, ...] | None:
     """The attributes of an instruction line's tail that name computations or control
     predecessors, as (key, raw value, offset in `tail`); None unless the careful reader
     reads the tail as these same distinct `, key=value` attributes ending with the line.
 
     The regex reads the tails XLA prints; any other (an unusual value, a comment, `ROOT`
     where it may end a value, a duplicate key) is split by the careful reader's scanner.
+    A tail is read as two pieces split before `, metadata=` when both tile (no attribute
+    value reaches across: an unclosed bracket or string keeps a piece from tiling, and a
+    value ends at a top-level comma), the second from `pieces`, which keeps each one's
+    reading.
     """
     if "ROOT" not in tail:
-        match = _ATTRIBUTE.match
-        keys = []
-        found = []
-        pos = 0
-        while pos < len(tail):
-            m = match(tail, pos)
-            if m is None:
-                break
-            key = m.group(1)
-            keys.append(key)
-            if key in _REFERENCE_KEYS:
-                found.append((key, tail[m.end(1) + 1 : m.end()], m.end(1) + 1))
-            pos = m.end()
-        else:
-            if len(set(keys)) == len(keys):
-                return tuple(found)
+        read = None
+        cut = tail.find(_METADATA)
+        if cut > 0:
+            rest = tail[cut:]
+            second = pieces.get(rest, False)
+            if second is False:
+                second = pieces[rest] = _printed_attributes(rest)
+            first = _printed_attributes(tail[:cut]) if second is not None else None
+            if first is not None and second is not None:
+                read = first[0] + second[0], first[1] + [(key, raw, cut + at) for key, raw, at in second[1]]
+        if read is None:
+            read = _printed_attributes(tail)
+        if read is not None and len(set(read[0])) == len(read[0]):
+            return tuple(read[1])
     try:
         attrs, end = split_attributes(tail, 0)
     except ScanError:
@@ -196,6 +224,7 @@ class PrintedLines:
     def __init__(self, text: str) -> None:
         self.text = text
         self._tail_kinds: dict[str, tuple[Reference, ...] | None] = {}
+        self._tail_pieces: dict[str, _Read | None] = {}
         self._shapes: set[str] = set()  # result shapes the careful reader ends where LINE does
 
     def read(
@@ -230,7 +259,7 @@ class PrintedLines:
                 shapes.add(shape)
             refs = tail_kinds.get(tail, False)
             if refs is False:
-                refs = tail_kinds[tail] = _tail_references(tail)
+                refs = tail_kinds[tail] = _tail_references(tail, self._tail_pieces)
             if refs is None:
                 return pos
             if opcode in PAYLOAD_OPCODES:
