@@ -108,9 +108,8 @@ class HloInstruction:
         span: SourceSpan | Match[str],
     ) -> HloInstruction:
         """An instruction as a reader found it: its shape and attributes stay text (the
-        attributes are `span`'s tail in the module source) until something asks for them.
-        `span` may be the reader's match of the instruction's line (`SourceSpan.from_line`
-        builds the span from it when it is first asked for).
+        attributes are `span`'s tail in the module source) until something asks for them;
+        `span` may be the reader's match of its line (see `SourceSpan.from_line`).
 
         Readers build millions of these, so this skips the general constructor's work;
         `operands` is taken as is (not copied)."""
@@ -137,9 +136,7 @@ class HloInstruction:
 
     @property
     def span(self) -> SourceSpan:
-        """How the instruction is written. Most instructions read from text never need
-        theirs (an unchanged computation prints as one slice of the source), so the reader
-        keeps only its match of the line and the span is built on first use."""
+        """How the instruction is written (built on first use: most read ones never need it)."""
         span = self._span
         if type(span) is not SourceSpan:
             span = self._span = SourceSpan.from_line(span)  # type: ignore[arg-type]

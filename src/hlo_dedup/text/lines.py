@@ -22,10 +22,11 @@ from ..syntax.lexer import ScanError, match_group, next_token, skip_trivia, spli
 
 # Names are ASCII, as the careful reader's IDENT and XLA's lexer have them (and an ASCII
 # class is a quarter cheaper to match than `\w`); none is `ROOT`, which the careful reader
-# takes for the keyword. The groups `SourceSpan.from_line` reads are named. An optional part is an alternative
-# with an empty branch (`ROOT ` is then "", not None): `(...)?` runs the regex engine's
-# general repeat, which costs a fifth of the match. No repeat here ever needs to give back
-# what it took (each stops at a character that must follow it), so all are possessive.
+# takes for the keyword. The groups `SourceSpan.from_line` reads are named. An optional
+# part is an alternative with an empty branch (`ROOT ` is then "", not None): `(...)?` runs
+# the regex engine's general repeat, which cost a fifth of the match. No repeat here ever
+# needs to give back what it took (each stops at a character that must follow it), so all
+# are possessive.
 LINE = re.compile(
     r"(?P<lead>\n[ \t]*+)(ROOT[ \t]++|)(?!ROOT[ \t]*=)(?P<percent>%?)([A-Za-z_][A-Za-z0-9_.\-]*+)[ \t]*+=[ \t]*+"
     r"(?:([a-z][a-z0-9]*+\[[^\]\n]*+\](?:\{[^}\n]*+\}|)|\([^\n]*?\))[ \t]++|)"
