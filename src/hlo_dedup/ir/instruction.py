@@ -24,8 +24,6 @@ from .shape import Shape, shapes_compatible_ignoring_fp_precision, shapes_equal
 from .source import SourceSpan
 
 if TYPE_CHECKING:
-    from re import Match
-
     from .computation import HloComputation
     from .metadata import OpMetadata
     from .module import HloModule
@@ -33,6 +31,8 @@ if TYPE_CHECKING:
 
 
 _NONE: tuple = ()
+#: A read instruction's span as its reader found it: lead, start, tail start, end, percent.
+SpanFields = tuple[str, int, int, int, bool]
 
 
 class HloIrError(RuntimeError):
@@ -93,7 +93,7 @@ class HloInstruction:
         self._attrs: list[tuple[str, str]] | None = list(attributes)
         self._attr_raw: str | None = None
         self._cache: dict[str, object] | None = None
-        self._span: SourceSpan | Match[str] = SourceSpan()
+        self._span: SourceSpan | SpanFields = SourceSpan()
         for op in self.operands:
             op._users[self] = None
 
@@ -105,11 +105,11 @@ class HloInstruction:
         shape_text: str | None,
         operands: list[HloInstruction],
         payload: str | None,
-        span: SourceSpan | Match[str],
+        span: SourceSpan | SpanFields,
     ) -> HloInstruction:
         """An instruction as a reader found it: its shape and attributes stay text (the
         attributes are `span`'s tail in the module source) until something asks for them;
-        `span` may be the reader's match of its line (see `SourceSpan.from_line`).
+        `span` may be just its fields, made a SourceSpan on first use.
 
         Readers build millions of these, so this skips the general constructor's work;
         `operands` is taken as is (not copied)."""
@@ -138,8 +138,8 @@ class HloInstruction:
     def span(self) -> SourceSpan:
         """How the instruction is written (built on first use: most read ones never need it)."""
         span = self._span
-        if type(span) is not SourceSpan:
-            span = self._span = SourceSpan.from_line(span)  # type: ignore[arg-type]
+        if type(span) is tuple:
+            span = self._span = SourceSpan.from_fields(*span)
         return span  # type: ignore[return-value]
 
     @span.setter

@@ -22,15 +22,14 @@ from ..syntax.lexer import ScanError, match_group, next_token, skip_trivia, spli
 
 # Names are ASCII, as the careful reader's IDENT and XLA's lexer have them (and an ASCII
 # class is a quarter cheaper to match than `\w`); none is `ROOT`, which the careful reader
-# takes for the keyword. The groups `SourceSpan.from_line` reads are named. An optional
-# part is an alternative with an empty branch (`ROOT ` is then "", not None): `(...)?` runs
-# the regex engine's general repeat, which cost a fifth of the match. No repeat here ever
-# needs to give back what it took (each stops at a character that must follow it), so all
-# are possessive.
+# takes for the keyword. An optional part is an alternative with an empty branch (`ROOT `
+# is then "", not None): `(...)?` runs the regex engine's general repeat, which cost a
+# fifth of the match. No repeat here ever needs to give back what it took (each stops at a
+# character that must follow it), so all are possessive.
 LINE = re.compile(
-    r"(?P<lead>\n[ \t]*+)(ROOT[ \t]++|)(?!ROOT[ \t]*=)(?P<percent>%?)([A-Za-z_][A-Za-z0-9_.\-]*+)[ \t]*+=[ \t]*+"
+    r"(\n[ \t]*+)(ROOT[ \t]++|)(?!ROOT[ \t]*=)(%?)([A-Za-z_][A-Za-z0-9_.\-]*+)[ \t]*+=[ \t]*+"
     r"(?:([a-z][a-z0-9]*+\[[^\]\n]*+\](?:\{[^}\n]*+\}|)|\([^\n]*?\))[ \t]++|)"
-    r"([a-z][a-z0-9\-]*+)\(([^()\n]*+)\)(?P<attributes>[^\n]*+)"
+    r"([a-z][a-z0-9\-]*+)\(([^()\n]*+)\)([^\n]*+)"
 )
 # What ends an instruction's attributes for the careful reader, which reads on across lines:
 # the body's `}` or the next instruction (a line LINE matches is one).
@@ -241,6 +240,7 @@ class PrintedLines:
         """
         text = self.text
         match = LINE.match
+        leads = _leads
         tail_kinds = self._tail_kinds
         shapes = self._shapes
         lookup = state.lookup
@@ -248,7 +248,7 @@ class PrintedLines:
         make = HloInstruction.from_source
         m = match(text, pos)
         while m is not None:
-            _, root, _, name, shape, opcode, ops, tail = m.groups()
+            lead, root, pct, name, shape, opcode, ops, tail = m.groups()
             if (opcode not in OPCODES and not is_known_opcode(opcode)) or lookup(name) is not None:
                 return pos
             if shape is None:
@@ -287,9 +287,12 @@ class PrintedLines:
             following = match(text, end)
             if following is None and not text.startswith("\n}", end) and _NEXT_INSTRUCTION.match(text, end) is None:
                 return pos  # the careful reader may read the next line as more attributes
-            inst = make(name, opcode, shape, operands, payload, m)
+            tail_start = end - len(tail)
+            # The span's fields, made a SourceSpan only if it is asked for (the match
+            # started at `pos`).
+            span = (leads.get(lead) or intern_lead(lead), pos + len(lead), tail_start, end, pct == "%")
+            inst = make(name, opcode, shape, operands, payload, span)
             if refs:
-                tail_start = m.start(8)
                 resolve(state, inst, [(key, raw, tail_start + at) for key, raw, at in refs])
             add(inst)
             state.last = inst
