@@ -108,7 +108,7 @@ def _insert(text: str, rng: random.Random, piece: str | None = None) -> str:
 
 def damage_tail(tail: str, rng: random.Random, seed: Seed) -> str:
     keys = list(_KEY.finditer(tail))
-    op = rng.randrange(12)
+    op = rng.randrange(13)
     if op == 0 and keys:  # drop an `=`: `, bogus junk`
         k = rng.choice(keys)
         return tail[: k.end() - 1] + rng.choice(("", " ", "  ")) + tail[k.end() :]
@@ -155,6 +155,13 @@ def damage_tail(tail: str, rng: random.Random, seed: Seed) -> str:
         return _insert(tail, rng, rng.choice("{}[]()\"'"))
     if op == 9:  # comments
         return _insert(tail, rng, rng.choice(("/* c */", "/*index=5*/", "/*", "*/", " // c", "/*}*/", '/*"*/')))
+    if op == 11:  # where the fast path cuts a tail in two (before `, metadata=`): inside a
+        # value, a key on both sides of the cut, a reference after it
+        choice = rng.randrange(3)
+        if choice == 0:
+            return _insert(tail, rng, rng.choice((", metadata=", ', metadata={op_name="m"}', ', metadata="', ", metadata={")))
+        late = f", {rng.choice(keys).group(1)}=1" if choice == 1 and keys else f", calls=%{rng.choice(seed.computations)}"
+        return tail + ', metadata={op_name="m"}' + late
     if op == 10 and tail:  # a piece cut out
         i = rng.randrange(len(tail))
         return tail[:i] + tail[i + rng.randrange(1, 8) :]

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 
 _NONE: tuple = ()
+#: A read instruction's span as its reader found it: lead, start, tail start, end, percent.
+SpanFields = tuple[str, int, int, int, bool]
 
 
 class HloIrError(RuntimeError):
@@ -60,7 +62,7 @@ class HloInstruction:
         "_attr_raw",
         "_attrs",
         "_cache",
-        "span",
+        "_span",
     )
 
     def __init__(
@@ -91,7 +93,7 @@ class HloInstruction:
         self._attrs: list[tuple[str, str]] | None = list(attributes)
         self._attr_raw: str | None = None
         self._cache: dict[str, object] | None = None
-        self.span = SourceSpan()
+        self._span: SourceSpan | SpanFields = SourceSpan()
         for op in self.operands:
             op._users[self] = None
 
@@ -103,10 +105,11 @@ class HloInstruction:
         shape_text: str | None,
         operands: list[HloInstruction],
         payload: str | None,
-        span: SourceSpan,
+        span: SourceSpan | SpanFields,
     ) -> HloInstruction:
         """An instruction as a reader found it: its shape and attributes stay text (the
-        attributes are `span`'s tail in the module source) until something asks for them.
+        attributes are `span`'s tail in the module source) until something asks for them;
+        `span` may be just its fields, made a SourceSpan on first use.
 
         Readers build millions of these, so this skips the general constructor's work;
         `operands` is taken as is (not copied)."""
@@ -126,10 +129,22 @@ class HloInstruction:
         inst._attrs = None
         inst._attr_raw = ""
         inst._cache = None
-        inst.span = span
+        inst._span = span
         for op in operands:
             op._users[inst] = None
         return inst
+
+    @property
+    def span(self) -> SourceSpan:
+        """How the instruction is written (built on first use: most read ones never need it)."""
+        span = self._span
+        if type(span) is tuple:
+            span = self._span = SourceSpan.from_fields(*span)
+        return span  # type: ignore[return-value]
+
+    @span.setter
+    def span(self, span: SourceSpan) -> None:
+        self._span = span
 
     # ----------------------------------------------------------------- basics
     def __repr__(self) -> str:

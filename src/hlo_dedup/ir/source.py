@@ -87,6 +87,22 @@ class SourceSpan:
         self.compact_gte_base: tuple[HloInstruction, int] | None = None
         self.host: HloInstruction | None = None
 
+    @classmethod
+    def from_fields(cls, lead: str, start: int, tail_start: int, end: int, percent: bool) -> SourceSpan:
+        """The span of an unedited line, as readers record it (`HloInstruction.span` makes
+        one per read instruction that is asked for its span: half the cost of `__init__`)."""
+        span = cls.__new__(cls)
+        span.lead = lead
+        span.start = start
+        span.tail_start = tail_start
+        span.end = end
+        span.edited = False
+        span.percent = percent
+        span.operand_shapes = False
+        span.compact_gte_base = None
+        span.host = None
+        return span
+
     @property
     def has_line(self) -> bool:
         """True while the source holds this instruction's line unchanged."""

@@ -12,34 +12,35 @@ same text at the same place. `printed_header` does the same for a computation's 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.opcodes import CALLED_COMPUTATION_KEYS, OPCODES, is_known_opcode
 from ..ir.shape import PrimitiveType
-from ..ir.source import SourceSpan
 from ..syntax.lexer import ScanError, match_group, next_token, skip_trivia, split_attributes, token_at
 
 # Names are ASCII, as the careful reader's IDENT and XLA's lexer have them (and an ASCII
 # class is a quarter cheaper to match than `\w`); none is `ROOT`, which the careful reader
-# takes for the keyword.
+# takes for the keyword. An optional part is an alternative with an empty branch (`ROOT `
+# is then "", not None): `(...)?` runs the regex engine's general repeat, which cost a
+# fifth of the match. No repeat here ever needs to give back what it took (each stops at a
+# character that must follow it), so all are possessive.
 LINE = re.compile(
-    r"(\n[ \t]*)(ROOT[ \t]+)?(?!ROOT[ \t]*=)(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*"
-    r"(?:([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?|\([^\n]*?\))[ \t]+)?"
-    r"([a-z][a-z0-9\-]*)\(([^()\n]*)\)([^\n]*)"
+    r"(\n[ \t]*+)(ROOT[ \t]++|)(?!ROOT[ \t]*=)(%?)([A-Za-z_][A-Za-z0-9_.\-]*+)[ \t]*+=[ \t]*+"
+    r"(?:([a-z][a-z0-9]*+\[[^\]\n]*+\](?:\{[^}\n]*+\}|)|\([^\n]*?\))[ \t]++|)"
+    r"([a-z][a-z0-9\-]*+)\(([^()\n]*+)\)([^\n]*+)"
 )
 # What ends an instruction's attributes for the careful reader, which reads on across lines:
 # the body's `}` or the next instruction (a line LINE matches is one).
 _NEXT_INSTRUCTION = re.compile(r"\n[ \t]*+(?:\}|ROOT[ \t]|%?[A-Za-z_][A-Za-z0-9_.\-]*+[ \t]*+=)")
 _HEADER = re.compile(
-    r"[ \t\r\n]*(ENTRY[ \t]+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
+    r"[ \t\r\n]*+(ENTRY[ \t]++|)(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
     r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
 )
 # Signatures and result shapes as XLA prints most of them, accepted without the scanners:
 # no tuple, no bracket nested in another (then `match_group`/`shape_end` end where these do).
-_FLAT_SIGNATURE = re.compile(r"\((?:[^()\[\]{}\n]|\[[^()\[\]{}\n]*\]|\{[^()\[\]{}\n]*\})*\)")
+_FLAT_SIGNATURE = re.compile(r"\((?:[^()\[\]{}\n]++|\[[^()\[\]{}\n]*+\]|\{[^()\[\]{}\n]*+\})*+\)")
 # An attribute tail as XLA prints it, read without the scanner, one `, key=value` per match.
 # At top level a value holds no comma, no `=` but in `<=`, no comment and no whitespace but
 # single spaces (mesh replica groups: `mesh['x'=8] {'x'}`); its strings close on the line and
@@ -77,6 +78,9 @@ PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 # it (a 960-element tuple took it 4 ms).
 _ARRAY = r"([a-z][a-z0-9]*)\[[0-9,]*\](?:\{[0-9][0-9,]*\})?"
 _ARRAY_SHAPE = re.compile(_ARRAY)
+# Both at once, for the common header: a flat signature `->` an array. Where it ends where
+# `_HEADER`'s result shape does, the two above end where `_HEADER`'s groups do.
+_PLAIN_SIGNATURE = re.compile(rf"{_FLAT_SIGNATURE.pattern}[ \t]*->[ \t]*{_ARRAY}")
 _TUPLE_SHAPE = re.compile(rf"\((?:{_ARRAY}(?:, (?:/\*index=[0-9]+\*/)?{_ARRAY})*+)?\)")
 _ELEMENT_TYPE = re.compile(r"([a-z][a-z0-9]*)\[")
 #: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
@@ -106,25 +110,29 @@ def intern_lead(lead: str) -> str:
         return lead
     return _leads.setdefault(lead, lead)
 
-@dataclass
 class ComputationState:
-    """What both readers know of the computation they are reading."""
+    """What both readers know of the computation they are reading. `numbers` holds the
+    text of each parameter's number, beside `parameters` (`finish_computation` checks
+    XLA's 0, 1, 2, ... order on the text, which the reader has at hand)."""
 
-    comp: HloComputation
-    roots: list[HloInstruction] = field(default_factory=list)
-    compact: dict[tuple[HloInstruction, int], HloInstruction] = field(default_factory=dict)
-    last: HloInstruction | None = None
-    suffixes: dict[str, int] = field(default_factory=dict)
-    parameters: list[HloInstruction] = field(default_factory=list)
+    __slots__ = ("comp", "roots", "compact", "last", "suffixes", "parameters", "numbers", "lookup")
 
-    def __post_init__(self) -> None:
-        self.lookup = self.comp.name_lookup()
+    def __init__(self, comp: HloComputation) -> None:
+        self.comp = comp
+        self.roots: list[HloInstruction] = []
+        self.compact: dict[tuple[HloInstruction, int], HloInstruction] = {}
+        self.last: HloInstruction | None = None
+        self.suffixes: dict[str, int] = {}
+        self.parameters: list[HloInstruction] = []
+        self.numbers: list[str] = []
+        self.lookup = comp.name_lookup()
 
     def append(self, inst: HloInstruction) -> None:
         self.comp.append_instruction(inst)
         self.last = inst
         if inst.opcode == "parameter":
             self.parameters.append(inst)
+            self.numbers.append(inst.payload or "")
 
     def unique_name(self, wanted: str) -> str:
         """`wanted`, else the first free `wanted.N` (N from 1). Names are only added while
@@ -142,31 +150,59 @@ class ComputationState:
 Reference = tuple[str, str, int]
 
 
-def _tail_references(tail: str) -> tuple[Reference, ...] | None:
+#: Keys of a piece of a tail and the references among its attributes (offsets in the piece).
+_Read = tuple[list[str], list[Reference]]
+#: Where XLA's per-op metadata starts: what follows it repeats across lines whose heads
+#: differ (`calls=%fused_computation.N`), so it is read once (`_tail_references`).
+_METADATA = ", metadata="
+
+
+def _printed_attributes(piece: str) -> _Read | None:
+    """The keys and references of `piece` read as `, key=value` attributes one match at a
+    time; None unless the matches tile it."""
+    match = _ATTRIBUTE.match
+    keys = []
+    found = []
+    pos = 0
+    while pos < len(piece):
+        m = match(piece, pos)
+        if m is None:
+            return None
+        key = m.group(1)
+        keys.append(key)
+        if key in _REFERENCE_KEYS:
+            found.append((key, piece[m.end(1) + 1 : m.end()], m.end(1) + 1))
+        pos = m.end()
+    return keys, found
+
+
+def _tail_references(tail: str, pieces: dict[str, _Read | None]) -> tuple[Reference, ...] | None:
     """The attributes of an instruction line's tail that name computations or control
     predecessors, as (key, raw value, offset in `tail`); None unless the careful reader
     reads the tail as these same distinct `, key=value` attributes ending with the line.
 
     The regex reads the tails XLA prints; any other (an unusual value, a comment, `ROOT`
     where it may end a value, a duplicate key) is split by the careful reader's scanner.
+    A tail is read as two pieces split before `, metadata=` when both tile (no attribute
+    value reaches across: an unclosed bracket or string keeps a piece from tiling, and a
+    value ends at a top-level comma), the second from `pieces`, which keeps each one's
+    reading.
     """
     if "ROOT" not in tail:
-        match = _ATTRIBUTE.match
-        keys = []
-        found = []
-        pos = 0
-        while pos < len(tail):
-            m = match(tail, pos)
-            if m is None:
-                break
-            key = m.group(1)
-            keys.append(key)
-            if key in _REFERENCE_KEYS:
-                found.append((key, tail[m.end(1) + 1 : m.end()], m.end(1) + 1))
-            pos = m.end()
-        else:
-            if len(set(keys)) == len(keys):
-                return tuple(found)
+        read = None
+        cut = tail.find(_METADATA)
+        if cut > 0:
+            rest = tail[cut:]
+            second = pieces.get(rest, False)
+            if second is False:
+                second = pieces[rest] = _printed_attributes(rest)
+            first = _printed_attributes(tail[:cut]) if second is not None else None
+            if first is not None and second is not None:
+                read = first[0] + second[0], first[1] + [(key, raw, cut + at) for key, raw, at in second[1]]
+        if read is None:
+            read = _printed_attributes(tail)
+        if read is not None and len(set(read[0])) == len(read[0]):
+            return tuple(read[1])
     try:
         attrs, end = split_attributes(tail, 0)
     except ScanError:
@@ -188,13 +224,14 @@ class PrintedLines:
     def __init__(self, text: str) -> None:
         self.text = text
         self._tail_kinds: dict[str, tuple[Reference, ...] | None] = {}
+        self._tail_pieces: dict[str, _Read | None] = {}
         self._shapes: set[str] = set()  # result shapes the careful reader ends where LINE does
 
     def read(
         self,
         pos: int,
         state: ComputationState,
-        resolve: Callable[[HloInstruction, list[tuple[str, str, int]]], None],
+        resolve: Callable[[ComputationState, HloInstruction, list[tuple[str, str, int]]], None],
     ) -> int:
         """Read the instructions XLA printed one per line from `pos` on into `state`, and
         return where the first line this reader is not sure of starts (for the careful
@@ -208,6 +245,7 @@ class PrintedLines:
         shapes = self._shapes
         lookup = state.lookup
         add = state.comp.append_instruction
+        make = HloInstruction.from_source
         m = match(text, pos)
         while m is not None:
             lead, root, pct, name, shape, opcode, ops, tail = m.groups()
@@ -222,7 +260,7 @@ class PrintedLines:
                 shapes.add(shape)
             refs = tail_kinds.get(tail, False)
             if refs is False:
-                refs = tail_kinds[tail] = _tail_references(tail)
+                refs = tail_kinds[tail] = _tail_references(tail, self._tail_pieces)
             if refs is None:
                 return pos
             if opcode in PAYLOAD_OPCODES:
@@ -235,30 +273,34 @@ class PrintedLines:
                 payload: str | None = ops
             else:
                 payload = None
-                if "/*" in ops:
-                    ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
-                operands = []
                 if ops:
-                    for ref in ops.split(", "):  # XLA's separator; anything else is not found
-                        op = lookup(ref[1:] if ref[:1] == "%" else ref)
-                        if op is None:
-                            return pos  # the careful reader decides (and reports with a column)
-                        operands.append(op)
-            tail_start = m.start(8)
+                    if "/*" in ops:
+                        ops = _INDEX_COMMENT.sub("", ops)  # XLA's `/*index=5*/` before every 5th operand
+                    # XLA's separator; anything else is not found, and the careful reader
+                    # decides (and reports with a column).
+                    operands = list(map(lookup, ops[1:].split(", %") if ops[0] == "%" else ops.split(", ")))
+                    if None in operands:
+                        return pos
+                else:
+                    operands = []
             end = m.end()
             following = match(text, end)
-            if following is None and _NEXT_INSTRUCTION.match(text, end) is None:
+            if following is None and not text.startswith("\n}", end) and _NEXT_INSTRUCTION.match(text, end) is None:
                 return pos  # the careful reader may read the next line as more attributes
-            span = SourceSpan(leads.get(lead) or intern_lead(lead), m.end(1), tail_start, end, percent=pct == "%")
-            inst = HloInstruction.from_source(name, opcode, shape, operands, payload, span)
+            tail_start = end - len(tail)
+            # The span's fields, made a SourceSpan only if it is asked for (the match
+            # started at `pos`).
+            span = (leads.get(lead) or intern_lead(lead), pos + len(lead), tail_start, end, pct == "%")
+            inst = make(name, opcode, shape, operands, payload, span)
             if refs:
-                resolve(inst, [(key, raw, tail_start + at) for key, raw, at in refs])
+                resolve(state, inst, [(key, raw, tail_start + at) for key, raw, at in refs])
             add(inst)
             state.last = inst
             if root:
                 state.roots.append(inst)
             if payload is not None and opcode == "parameter":
                 state.parameters.append(inst)
+                state.numbers.append(payload)
             pos = end
             m = following
         return pos
@@ -272,21 +314,23 @@ def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | No
     m = _HEADER.match(text, pos)
     if m is None:
         return None
-    entry, name = m.group(1), m.group(3)
-    if entry is None and name == "ENTRY":
+    entry, percent, name = m.group(1, 2, 3)
+    if not entry and name == "ENTRY":
         return None
-    flat = _FLAT_SIGNATURE.match(text, m.start(4))
-    shape = _ARRAY_SHAPE.match(text, m.start(5))
-    try:
-        if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
+    plain = _PLAIN_SIGNATURE.match(text, m.start(4))
+    if plain is None or plain.end() != m.end(5) or plain.group(1) not in PRIMITIVE_NAMES:
+        flat = _FLAT_SIGNATURE.match(text, m.start(4))
+        shape = _ARRAY_SHAPE.match(text, m.start(5))
+        try:
+            if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
+                return None
+            if (shape is None or shape.end() != m.end(5) or shape.group(1) not in PRIMITIVE_NAMES) and (
+                shape_end(text, m.start(5)) != m.end(5)
+            ):
+                return None
+        except ScanError:
             return None
-        if (shape is None or shape.end() != m.end(5) or shape.group(1) not in PRIMITIVE_NAMES) and (
-            shape_end(text, m.start(5)) != m.end(5)
-        ):
-            return None
-    except ScanError:
-        return None
-    return name, entry is not None, m.group(2) == "%", m.start(6), m.end(6)
+    return name, entry != "", percent == "%", m.start(6), m.end(6)
 
 
 def _group_ends(text: str, start: int, end: int) -> bool:

@@ -9,7 +9,6 @@ back the input byte for byte.
 
 from __future__ import annotations
 
-import functools
 import gc
 import re
 import sys
@@ -39,6 +38,9 @@ _INDEX_RUN = re.compile(r"(?:#[0-9]{1,18}(?![\w.?]|-(?!>)))+")
 #: Longest name given to a get-tuple-element rebuilt from `%t#i#j...`: each level appends
 #: `_i` to the one before, which a long chain must not turn into quadratic text.
 _MAX_COMPACT_GTE_NAME = 256
+#: Parameter numbers as XLA prints a computation's parameters, in order (a longer list
+#: takes the general check).
+_COUNTING = [str(i) for i in range(1024)]
 
 def split_module_texts(text: str) -> list[tuple[int, str]]:
     """Split lit-style multi-module text on `// -----` lines: [(start_line, text)]."""
@@ -309,10 +311,11 @@ class _Parser:
                 f"computation {comp.name!r} has more than one ROOT (first: {state.roots[0].name!r})",
             )
         comp.root = state.roots[0] if state.roots else state.last
-        numbers = [read_parameter_number(inst.payload or "") for inst in state.parameters]  # checked when read
-        if numbers == list(range(len(numbers))):  # as XLA prints them
+        texts = state.numbers
+        if texts == _COUNTING[: len(texts)]:  # as XLA prints them
             comp.parameters = state.parameters
             return
+        numbers = [read_parameter_number(text) for text in texts]  # checked when read
         params: dict[int, HloInstruction] = {}
         for inst, number in zip(state.parameters, numbers):
             if number in params:
@@ -335,7 +338,7 @@ class _Parser:
     def parse_body(self, state: ComputationState, pos: int) -> int:
         text = self.text
         n = len(text)
-        resolve = functools.partial(self.resolve_references, state)
+        resolve = self.resolve_references
         while True:
             if self.fast is not None:
                 pos = self.fast.read(pos, state, resolve)
