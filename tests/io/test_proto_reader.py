@@ -250,6 +250,9 @@ def test_a_pb_run_imports_no_jax(tmp_path: Path, fsdp_proto: bytes) -> None:
     imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
     assert "hlo_dedup.io.proto_text" in imported  # the measurement sees the reader's imports
     assert [name for name in imported if name.split(".")[0] in ("jax", "jaxlib")] == []
+    # Start-up: the schema table is read through the package's loader, not importlib.resources
+    # (which would import zipfile, tempfile and more on every .pb run).
+    assert {"importlib.resources", "zipfile", "tempfile"}.isdisjoint(imported)
     assert out.read_text() == proto.module_bytes_to_hlo_text(fsdp_proto)
 
 

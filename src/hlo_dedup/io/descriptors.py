@@ -52,6 +52,8 @@ class EnumSpec:
 
 def varint(value: int) -> bytes:
     """Base-128 varint; a negative value as its 64-bit two's complement (as int64 fields)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= (1 << 64) - 1
     out = bytearray()
     while value >= 0x80:
@@ -59,6 +61,9 @@ def varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 
 
 def length_delimited(number: int, payload: bytes) -> bytes:
@@ -76,61 +81,62 @@ def varint_field(number: int, value: int) -> bytes:
 
 
 def _field(spec: FieldSpec, oneof_index: int | None) -> bytes:
-    out = _str(1, spec.name) + varint_field(3, spec.number)
-    out += varint_field(4, LABEL_REPEATED if spec.repeated else LABEL_OPTIONAL) + varint_field(5, spec.type)
+    parts = [
+        _str(1, spec.name), varint_field(3, spec.number),
+        _LABELS[spec.repeated], varint_field(5, spec.type),
+    ]  # fmt: skip
     if spec.type_name:
-        out += _str(6, spec.type_name)
+        parts.append(_str(6, spec.type_name))
     if oneof_index is not None:
-        out += varint_field(9, oneof_index)
+        parts.append(varint_field(9, oneof_index))
     if spec.optional:
-        out += varint_field(17, 1)
-    return out
+        parts.append(_PROTO3_OPTIONAL)
+    return b"".join(parts)
+
+
+_LABELS = {False: varint_field(4, LABEL_OPTIONAL), True: varint_field(4, LABEL_REPEATED)}
+_PROTO3_OPTIONAL = varint_field(17, 1)
 
 
 def _enum(spec: EnumSpec) -> bytes:
-    out = _str(1, spec.name.rpartition(".")[2])
+    parts = [_str(1, spec.name.rpartition(".")[2])]
     for name, number in spec.values:
-        out += length_delimited(2, _str(1, name) + varint_field(2, number))
-    return out
+        parts.append(length_delimited(2, _str(1, name) + varint_field(2, number)))
+    return b"".join(parts)
 
 
 def encode_file(name: str, package: str, messages: Iterable[MessageSpec], enums: Iterable[EnumSpec]) -> bytes:
     """A serialized proto3 ``FileDescriptorProto`` (nested names as ``Outer.Inner``)."""
-    messages = list(messages)
-    enums = list(enums)
-    by_name = {m.name: m for m in messages}
-    out = _str(1, name) + _str(2, package)
+    children: dict[str, list[MessageSpec]] = {}
+    for spec in messages:
+        children.setdefault(spec.name.rpartition(".")[0], []).append(spec)
+    nested_enums: dict[str, list[EnumSpec]] = {}
+    for enum in enums:
+        nested_enums.setdefault(enum.name.rpartition(".")[0], []).append(enum)
 
     def encode(spec: MessageSpec) -> bytes:
-        short = spec.name.rpartition(".")[2]
         real = list(dict.fromkeys(f.oneof for f in spec.fields if f.oneof))
-        synthetic = ["_" + f.name for f in spec.fields if f.optional]
-        body = _str(1, short)
+        oneofs = {oneof: k for k, oneof in enumerate(real)}
+        parts = [_str(1, spec.name.rpartition(".")[2])]
         for f in spec.fields:
             if f.oneof:
-                index: int | None = real.index(f.oneof)
-            elif f.optional:
-                index = len(real) + synthetic.index("_" + f.name)
+                index: int | None = oneofs[f.oneof]
+            elif f.optional:  # a synthetic oneof, declared after the real ones
+                index = len(real)
+                real.append("_" + f.name)
             else:
                 index = None
-            body += length_delimited(2, _field(f, index))
-        for child in by_name.values():
-            if child.name.rpartition(".")[0] == spec.name:
-                body += length_delimited(3, encode(child))
-        for enum in enums:
-            if enum.name.rpartition(".")[0] == spec.name:
-                body += length_delimited(4, _enum(enum))
-        for oneof in real + synthetic:
-            body += length_delimited(8, _str(1, oneof))
-        return body
+            parts.append(length_delimited(2, _field(f, index)))
+        parts.extend(length_delimited(3, encode(child)) for child in children.get(spec.name, ()))
+        parts.extend(length_delimited(4, _enum(enum)) for enum in nested_enums.get(spec.name, ()))
+        parts.extend(length_delimited(8, _str(1, oneof)) for oneof in real)
+        return b"".join(parts)
 
-    for spec in messages:
-        if "." not in spec.name:
-            out += length_delimited(4, encode(spec))
-    for enum in enums:
-        if "." not in enum.name:
-            out += length_delimited(5, _enum(enum))
-    return out + _str(12, "proto3")
+    parts = [_str(1, name), _str(2, package)]
+    parts.extend(length_delimited(4, encode(spec)) for spec in children.get("", ()))
+    parts.extend(length_delimited(5, _enum(enum)) for enum in nested_enums.get("", ()))
+    parts.append(_str(12, "proto3"))
+    return b"".join(parts)
 
 
 # ------------------------------------------------------------------------------------------

@@ -24,10 +24,15 @@ from .descriptors import TYPE_ENUM, TYPE_MESSAGE, TYPE_NUMBERS, EnumSpec, FieldS
 
 @functools.lru_cache(maxsize=None)
 def schema_text() -> str:
-    """The generated table (`hlo_schema.txt`, package data)."""
-    from importlib.resources import files
+    """The generated table (`hlo_schema.txt`, package data), read through this package's
+    loader (`importlib.resources` would cost a `.pb` run's start-up more than the table's
+    parse: it imports zipfile, tempfile and more)."""
+    import pkgutil
 
-    return files(__package__).joinpath("hlo_schema.txt").read_text(encoding="utf-8")
+    data = pkgutil.get_data(__package__, "hlo_schema.txt")
+    if data is None:
+        raise FileNotFoundError("hlo_schema.txt is missing from the installed package")
+    return data.decode("utf-8")
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,7 +29,7 @@ def _collective(ins: Site, constrain_layout: bool = True) -> Iterator[str]:
             channel = view.all_reduce_id
     if channel > 0:
         yield f"channel_id={channel}"
-    yield "replica_groups=" + replica_groups_text(view, ins.printer.decoder.decode)
+    yield "replica_groups=" + replica_groups_text(view, ins.printer.decoder)
     if constrain_layout and view.constrain_layout:
         yield "constrain_layout=true"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from itertools import accumulate, chain, compress, repeat
-from operator import add, and_, le, lt, rshift, sub
+from operator import add, and_, eq, le, lt, rshift, sub
 from typing import Any, Sequence
 
 from ..ir.shape import PrimitiveType
@@ -316,7 +316,7 @@ class Instructions:
 
     def _roots_and_parameters(self) -> None:
         comps, opcodes = self.computations, self.opcodes
-        params = self.parameters = [i for i, op in enumerate(opcodes) if op == "parameter"]
+        params = self.parameters = list(compress(range(len(opcodes)), map(eq, opcodes, repeat("parameter"))))
         numbered: list[list[tuple[int, int]]] = [[] for _ in comps]
         owner, param_numbers = self.owner, self.data.columns["parameter_number"]
         for i in params:

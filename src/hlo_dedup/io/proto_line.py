@@ -9,6 +9,8 @@ lookups and one string join.
 
 from __future__ import annotations
 
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any, Callable
 
 from .proto_attributes import ACCURACY_OPCODES, CALLS_TO_APPLY, OPCODE_ATTRIBUTES, QUIET_UNLESS, result_accuracy_text
@@ -87,14 +89,14 @@ class LinePrinter:
         )
         common = set(table.control)  # the rows with attributes any instruction may have
         if shardings.count(None) != n:
-            common.update(i for i, s in enumerate(shardings) if s is not None)
+            common.update(compress(range(n), map(is_not, shardings, repeat(None))))
         if any(frontend):
-            common.update(i for i, f in enumerate(frontend) if f)
+            common.update(compress(range(n), frontend))
         if any(statistics):
-            common.update(i for i, f in enumerate(statistics) if f)
+            common.update(compress(range(n), statistics))
         if self._accuracy:
-            common.update(i for i, opcode in enumerate(opcodes) if opcode in ACCURACY_OPCODES)
-        rows = {i for i, opcode in enumerate(opcodes) if opcode in special}
+            common.update(compress(range(n), map(ACCURACY_OPCODES.__contains__, opcodes)))
+        rows = set(compress(range(n), map(special.__contains__, opcodes)))
         rows.update(table.called, common)
         attributes = OPCODE_ATTRIBUTES
         called = table.called

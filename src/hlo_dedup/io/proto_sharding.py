@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..ir.shape import Shape
 from .proto_values import InvalidProto, UnsupportedProto, op_metadata
@@ -294,21 +294,25 @@ def sharding_text(proto: Any, shape: Shape | None, include_metadata: bool = True
 # Collective device lists (replica_group.cc)
 
 
-def replica_groups_text(view: Any, decode: Callable[[str, bytes], Any]) -> str:
+def replica_groups_text(view: Any, decoder: Any) -> str:
     """``CollectiveDeviceListBase::DeviceListFromProto(...)->ToString()`` of an
-    instruction view (its device-list fields are bytes)."""
+    instruction view (its device-list fields are bytes); an iota or mesh list's text is
+    made once per distinct list (``decoder`` is a :class:`~hlo_dedup.io.proto_fields.Decoder`)."""
     which = view.WhichOneof("replica_group_list")
     if which == "iota_collective_device_list":
-        iota = decode("IotaReplicaGroupListProto", view.iota_collective_device_list)
-        reshape, perm = canonical_iota(list(iota.iota_reshape_dims), list(iota.iota_transpose_perm))
-        return f"[{iota.num_replica_groups},{iota.num_devices_per_group}]<=" + iota_array_text(reshape, perm)
+        return decoder.printed("IotaReplicaGroupListProto", view.iota_collective_device_list, _iota_list_text)
     if which == "mesh_axes_replica_group_list":
-        return _mesh_axes_text(decode("MeshAxesReplicaGroupListProto", view.mesh_axes_replica_group_list))
+        return decoder.printed("MeshAxesReplicaGroupListProto", view.mesh_axes_replica_group_list, _mesh_axes_text)
     if which == "collective_device_list":
-        groups = decode("CollectiveDeviceListProto", view.collective_device_list).replica_groups
+        groups = decoder.decode("CollectiveDeviceListProto", view.collective_device_list).replica_groups
     else:
-        groups = [decode("ReplicaGroup", g) for g in view.replica_groups]
+        groups = [decoder.decode("ReplicaGroup", g) for g in view.replica_groups]
     return "{" + ",".join("{" + ",".join(map(str, g.replica_ids)) + "}" for g in groups) + "}"
+
+
+def _iota_list_text(iota: Any) -> str:
+    reshape, perm = canonical_iota(list(iota.iota_reshape_dims), list(iota.iota_transpose_perm))
+    return f"[{iota.num_replica_groups},{iota.num_devices_per_group}]<=" + iota_array_text(reshape, perm)
 
 
 def _mesh_axes_text(proto: Any) -> str:
