@@ -297,9 +297,10 @@ class HloInstruction:
         cache = self._cache
         if cache is None:
             cache = self._cache = {}
-        if key not in cache:
-            cache[key] = getattr(_attributes, decoder)(self, *args)
-        return cache[key]
+        elif key in cache:
+            return cache[key]
+        value = cache[key] = getattr(_attributes, decoder)(self, *args)
+        return value
 
     # Typed accessors. Each decodes its raw attribute once and caches the result.
     @property

@@ -247,14 +247,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 continue
             if vlog:
                 self.vlog(2, "Found all-gather instruction: %s", inst.to_text())
-            shape = inst.shape
-            key = (
-                raw,
-                walk.path,
-                shape.element_type,
-                shape.layout_key(),
-                inst.replica_groups.groups,
-            )
+            gather = walk.gather  # the gather's own layout key and groups, read once
+            key = (raw, walk.path, inst.shape.element_type, gather.shape, gather.groups)
             key_json = self._key_json(raw, walk, inst)
             survey.traced(inst, raw, walk.path, key, key_json, walk.hops)
             entries = seen.get(key)

@@ -114,12 +114,9 @@ class NearMiss:
 def identify(inst: HloInstruction) -> dict[str, Any]:
     """What a record says about an instruction while it still exists (DCE may delete it):
     where it is, its output bytes, and its framework op and source line from metadata."""
-    # With the metadata: read only for what a pass records.
-    from ..ir.metadata import program_location
-
     module = inst.module
-    metadata = inst.metadata
-    frame = program_location(metadata, module.stack_frames if module is not None else None)
+    metadata = inst.metadata  # loads ir.metadata (read only for what a pass records)
+    frame = _program_location()(metadata, module.stack_frames if module is not None else None)
     return {
         "computation": inst.parent.name if inst.parent is not None else "",
         "name": inst.name,
@@ -128,3 +125,17 @@ def identify(inst: HloInstruction) -> dict[str, Any]:
         "op_name": metadata.op_name or None,
         "source": str(frame) if frame is not None else None,
     }
+
+
+def _program_location():  # type: ignore[no-untyped-def]
+    """ir.metadata's program_location, imported once the first record needs it rather than
+    by an import statement on every call."""
+    global _LOCATE
+    if _LOCATE is None:
+        from ..ir.metadata import program_location
+
+        _LOCATE = program_location
+    return _LOCATE
+
+
+_LOCATE = None
