@@ -258,8 +258,8 @@ class HloInstruction:
 
     def attr(self, key: str) -> str | None:
         """Raw value of attribute `key`, or None if absent."""
-        if self._attrs is None and self._attr_text is not None:
-            text = self._attr_text
+        text = self._attr_text if self._attrs is None else None
+        if text is not None:
             if (key + "=") not in text:
                 return None
             # The first `, key=` outside every string and bracket is the attribute itself:

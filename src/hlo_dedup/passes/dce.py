@@ -118,7 +118,8 @@ def _async_chain_start(inst: HloInstruction) -> HloInstruction:
 
 
 def _allow_side_effecting_attr(inst: HloInstruction, value: str) -> bool:
-    for node in {inst, _async_chain_start(inst)}:
+    start = _async_chain_start(inst)
+    for node in (inst,) if start is inst else (inst, start):
         if node.attr("frontend_attributes") is not None:
             if node.frontend_attributes.get("xla_allow_dce_side_effecting_op") == value:
                 return True

@@ -116,26 +116,26 @@ def identify(inst: HloInstruction) -> dict[str, Any]:
     where it is, its output bytes, and its framework op and source line from metadata."""
     module = inst.module
     metadata = inst.metadata  # loads ir.metadata (read only for what a pass records)
-    frame = _program_location()(metadata, module.stack_frames if module is not None else None)
+    index = module.stack_frames if module is not None else None
+    # The gathers of a layer stack share a few metadata values: each is located once.
+    source = _SOURCES.get((metadata, index), _UNKNOWN)
+    if source is _UNKNOWN:
+        from ..ir.metadata import program_location
+
+        frame = program_location(metadata, index)
+        if len(_SOURCES) >= 4096:
+            _SOURCES.clear()
+        source = _SOURCES[(metadata, index)] = str(frame) if frame is not None else None
     return {
         "computation": inst.parent.name if inst.parent is not None else "",
         "name": inst.name,
         "opcode": inst.opcode,
         "bytes_output": byte_size(inst.shape),
         "op_name": metadata.op_name or None,
-        "source": str(frame) if frame is not None else None,
+        "source": source,
     }
 
 
-def _program_location():  # type: ignore[no-untyped-def]
-    """ir.metadata's program_location, imported once the first record needs it rather than
-    by an import statement on every call."""
-    global _LOCATE
-    if _LOCATE is None:
-        from ..ir.metadata import program_location
-
-        _LOCATE = program_location
-    return _LOCATE
-
-
-_LOCATE = None
+#: The printed program location by (metadata, the module's stack-frame tables).
+_SOURCES: dict[tuple[Any, Any], str | None] = {}
+_UNKNOWN = object()
