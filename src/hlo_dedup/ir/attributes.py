@@ -10,7 +10,7 @@ a parse error would be, because a bad value is only discovered when a pass first
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..syntax.cursor import TextCursor, TextSyntaxError
 from ..syntax.errors import HloParseError
@@ -408,11 +408,14 @@ def decode_slice(inst: HloInstruction) -> tuple[tuple[int, ...], tuple[int, ...]
 
 
 def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
-    from .replica_groups import ReplicaGroups  # decoded for collectives only
+    parse = _LAZY.get("replica_groups")
+    if parse is None:  # decoded for collectives only: loaded on the first
+        from .replica_groups import parse_replica_groups as parse
 
+        _LAZY["replica_groups"] = parse
     raw = raw_attribute(inst, "replica_groups")
     try:
-        groups = ReplicaGroups.parse(raw if raw is not None else "{}")
+        groups = parse(raw if raw is not None else "{}")
     except TextSyntaxError as e:
         raise attribute_error(inst, "replica_groups", f"bad replica_groups: {e.message}", e.offset or 0) from None
     except ValueError as e:  # an IR invariant the groups break
@@ -449,16 +452,20 @@ def decode_frontend_attributes(inst: HloInstruction) -> dict[str, str]:
     return out
 
 
+#: Functions of modules a plain run does not load, by name, once a decoder imported them
+#: (an import statement costs a lookup in the import machinery on every call).
+_LAZY: dict[str, Any] = {}
+
 #: Decoded metadata by raw text: the gathers of one layer stack share a handful of values.
 _METADATA: dict[str | None, OpMetadata] = {}
 
 
 def decode_metadata(inst: HloInstruction) -> OpMetadata:
-    from .metadata import OpMetadata  # read for reports only: not every run's start-up
-
     raw = raw_attribute(inst, "metadata")
     found = _METADATA.get(raw)
     if found is None:
+        from .metadata import OpMetadata  # read for reports only: not every run's start-up
+
         if len(_METADATA) >= 4096:
             _METADATA.clear()
         found = _METADATA[raw] = OpMetadata.parse(raw)

@@ -192,6 +192,12 @@ class HloComputation:
             return self.fusion_instruction is not None
         return True
 
+    def dead_instructions(self) -> list[HloInstruction]:
+        """The instructions XLA's IsDead holds for (no users, not the root), in order:
+        where HloDCE starts. One pass over the computation without a call per instruction."""
+        root = self.root
+        return [inst for inst in self._instructions if not inst._users and inst is not root]
+
     def remove_instruction(self, inst: HloInstruction) -> None:
         """RemoveInstruction: the instruction must be dead, safely removable, edge-free."""
         if inst.parent is not self:

@@ -273,8 +273,8 @@ class HloInstruction:
 
     def attr(self, key: str) -> str | None:
         """Raw value of attribute `key`, or None if absent."""
-        if self._attrs is None and self._attr_text is not None:
-            text = self._attr_text
+        text = self._attr_text if self._attrs is None else None
+        if text is not None:
             if (key + "=") not in text:
                 return None
             # The first `, key=` outside every string and bracket is the attribute itself:
@@ -312,9 +312,10 @@ class HloInstruction:
         cache = self._cache
         if cache is None:
             cache = self._cache = {}
-        if key not in cache:
-            cache[key] = getattr(_attributes, decoder)(self, *args)
-        return cache[key]
+        elif key in cache:
+            return cache[key]
+        value = cache[key] = getattr(_attributes, decoder)(self, *args)
+        return value
 
     # Typed accessors. Each decodes its raw attribute once and caches the result.
     @property

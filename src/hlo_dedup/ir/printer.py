@@ -198,10 +198,11 @@ def computation_text_pieces(comp: HloComputation) -> Iterator[str]:
     yield format_computation_head(comp)
     run_start = run_end = -1
     for inst in _emission_order(comp):
-        if _hidden(inst):
-            continue
         span = inst.span
-        if source is not None and not span.edited and span.end >= 0:
+        # Most instructions are neither nested nor compact GTEs: only those ask _hidden.
+        if (span.compact_gte_base is not None or span.host is not None) and _hidden(inst):
+            continue
+        if not span.edited and span.end >= 0 and source is not None:
             lead_start = span.start - len(span.lead)
             if lead_start != run_end:
                 if run_end >= 0:

@@ -184,8 +184,10 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         """FindRawParameter: walk up from `node` through forwarding ops to a parameter."""
         gather = _GatherConfig.of(ag)  # the binary snapshots the gather's attributes first
         raw, path, stop, hops = walk_to_parameter(node, (), self.vlog if vlog else None)
-        inner = tuple(_GatherConfig.of(h) for h in hops if h.opcode in _GATHERS and h is not stop)
-        return _Walk(raw, path, gather, inner, stop, tuple((h.opcode, h.name) for h in hops))
+        # Most walks are one hop (the gather's operand is the parameter): nothing tunnelled.
+        inner = () if len(hops) == 1 else tuple(
+            [_GatherConfig.of(h) for h in hops if h.opcode in _GATHERS and h is not stop])
+        return _Walk(raw, path, gather, inner, stop, tuple([(h.opcode, h.name) for h in hops]))
 
     # -------------------------------------------------------------------- run
     def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:
@@ -247,14 +249,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 continue
             if vlog:
                 self.vlog(2, "Found all-gather instruction: %s", inst.to_text())
-            shape = inst.shape
-            key = (
-                raw,
-                walk.path,
-                shape.element_type,
-                shape.layout_key(),
-                inst.replica_groups.groups,
-            )
+            gather = walk.gather  # the gather's own layout key and groups, read once
+            key = (raw, walk.path, inst.shape.element_type, gather.shape, gather.groups)
             key_json = self._key_json(raw, walk, inst)
             survey.traced(inst, raw, walk.path, key, key_json, walk.hops)
             entries = seen.get(key)
@@ -306,19 +302,27 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     @staticmethod
     def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
         shape = inst.shape
-        # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
-        element_type = "tuple" if shape.element_type is None else shape.element_type.value
         printed = _SHAPE_TEXTS.get(id(shape))
         if printed is None or printed[0] is not shape:
             if len(_SHAPE_TEXTS) >= 1024:
                 _SHAPE_TEXTS.clear()
-            printed = _SHAPE_TEXTS[id(shape)] = (shape, shape.to_text())
+            # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
+            element_type = "tuple" if shape.element_type is None else shape.element_type.value
+            printed = _SHAPE_TEXTS[id(shape)] = (shape, shape.to_text(), element_type)
+        groups = inst.replica_groups
+        spelled = _GROUPS_JSON.get(id(groups))
+        if spelled is None or spelled[0] is not groups:
+            if len(_GROUPS_JSON) >= 1024:
+                _GROUPS_JSON.clear()
+            spelled = _GROUPS_JSON[id(groups)] = (groups, _groups_json(groups))
+        value = spelled[1]
         return {
             "parameter": raw.name,
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
-            "element_type": element_type,
+            "element_type": printed[2],
             "shape": printed[1],
-            "replica_groups": _groups_json(inst.replica_groups),
+            # Each record its own copy of the lists (a caller may edit one record).
+            "replica_groups": [g[:] for g in value] if isinstance(value, list) else value,
         }
 
     def _record(self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any],
@@ -331,9 +335,11 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                           hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
 
 
-#: Printed shapes by Shape object (kept alive here, so an id stays its own): the gathers of
-#: a module share a few, so a key's shape is printed once, not once per gather.
-_SHAPE_TEXTS: dict[int, tuple[Any, str]] = {}
+#: Printed shapes (and element types) by Shape object (kept alive here, so an id stays its
+#: own): the gathers of a module share a few, so a key's shape is printed once, not once per
+#: gather. The same for the spelled replica groups (decoded values are shared by text).
+_SHAPE_TEXTS: dict[int, tuple[Any, str, str]] = {}
+_GROUPS_JSON: dict[int, tuple[Any, list[list[int]] | str]] = {}
 
 
 def _gathers_by_computation(module: HloModule) -> list[tuple[HloComputation, list[HloInstruction]]]:

@@ -71,27 +71,18 @@ def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> 
 
 def _run_on_computation(comp: HloComputation, transaction: ModuleTransaction) -> tuple[bool, list[HloComputation]]:
     """DCE of one computation; also the computations its surviving instructions call, in
-    instruction order. One scan finds both: a computation without dead code (most of a
-    real module) costs that scan only, and nothing in it can die."""
+    instruction order. A computation without dead code (most of a real module) costs two
+    comprehensions over its instructions, and nothing in it can die."""
     root = comp.root
     changed = False
     if comp.fusion_instruction is not None and root is not None and root.opcode == "tuple":
         changed = _remove_multi_output_fusion_unused_outputs(comp, transaction)  # may re-root
-        root = comp.root
-    dead = []
-    callees: list[HloComputation] = []
-    for inst in comp:
-        if not inst.user_count and inst is not root:
-            dead.append(inst)
-        if inst.called_computations:
-            callees += inst.called_computations
+    dead = comp.dead_instructions()
     if dead:
         removed = _remove_dead_roots(comp, dead, transaction)
         removed |= _remove_dead_parameters(comp, transaction)
-        if removed:
-            callees = [callee for inst in comp for callee in inst.called_computations]
         changed |= removed
-    return changed, callees
+    return changed, [callee for inst in comp for callee in inst.called_computations]
 
 
 def _frontend_true(inst: HloInstruction, keys: tuple[str, ...]) -> bool:
@@ -127,7 +118,8 @@ def _async_chain_start(inst: HloInstruction) -> HloInstruction:
 
 
 def _allow_side_effecting_attr(inst: HloInstruction, value: str) -> bool:
-    for node in {inst, _async_chain_start(inst)}:
+    start = _async_chain_start(inst)
+    for node in (inst,) if start is inst else (inst, start):
         if node.attr("frontend_attributes") is not None:
             if node.frontend_attributes.get("xla_allow_dce_side_effecting_op") == value:
                 return True

@@ -114,17 +114,28 @@ class NearMiss:
 def identify(inst: HloInstruction) -> dict[str, Any]:
     """What a record says about an instruction while it still exists (DCE may delete it):
     where it is, its output bytes, and its framework op and source line from metadata."""
-    # With the metadata: read only for what a pass records.
-    from ..ir.metadata import program_location
-
     module = inst.module
-    metadata = inst.metadata
-    frame = program_location(metadata, module.stack_frames if module is not None else None)
+    metadata = inst.metadata  # loads ir.metadata (read only for what a pass records)
+    index = module.stack_frames if module is not None else None
+    # The gathers of a layer stack share a few metadata values: each is located once.
+    source = _SOURCES.get((metadata, index), _UNKNOWN)
+    if source is _UNKNOWN:
+        from ..ir.metadata import program_location
+
+        frame = program_location(metadata, index)
+        if len(_SOURCES) >= 4096:
+            _SOURCES.clear()
+        source = _SOURCES[(metadata, index)] = str(frame) if frame is not None else None
     return {
         "computation": inst.parent.name if inst.parent is not None else "",
         "name": inst.name,
         "opcode": inst.opcode,
         "bytes_output": byte_size(inst.shape),
         "op_name": metadata.op_name or None,
-        "source": str(frame) if frame is not None else None,
+        "source": source,
     }
+
+
+#: The printed program location by (metadata, the module's stack-frame tables).
+_SOURCES: dict[tuple[Any, Any], str | None] = {}
+_UNKNOWN = object()
