@@ -10,13 +10,15 @@ prints it (`modules_from_bytes` + `to_text`, the collector off, as the command r
 `valgrind --tool=cachegrind --cache-sim=no`; a second process does everything but the parse
 and print; the table shows the difference, per instruction line too, and with two
 trees the ratio NEW/OLD. `--passes` runs the default pipeline between the parse and the
-print, as the plain command does. A tree is a checkout (its `src/` is put first on the path). Needs
+print, as the plain command does. Each child exits as the command does (`os._exit`, no
+teardown of the IR). A tree is a checkout (its `src/` is put first on the path). Needs
 valgrind (~50x slower than a plain run: a 4 MB module takes about a minute per tree).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -26,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 _CHILD = r"""
-import gc, sys
+import gc, os, sys
 sys.path.insert(0, sys.argv[1])
 from hlo_dedup.io.formats import modules_from_bytes
 from hlo_dedup.passes import DEFAULT_PIPELINE, Pipeline
@@ -37,17 +39,28 @@ if sys.argv[3] == "1":
         if sys.argv[4] == "1":
             Pipeline.from_names(DEFAULT_PIPELINE).run(module)
         module.to_text()
+os._exit(0)  # as the command exits: the IR is not torn down object by object
 """
+
+
+def _child_env(tree: Path) -> dict[str, str]:
+    """Bytecode from a cache per tree, as an installed package has it: compiling a module
+    from source would count in whichever process imports it first."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(REPO / "benchmarks" / "out" / "pycache" / str(tree).strip("/").replace("/", "_"))
+    env["PYTHONHASHSEED"] = "0"  # set and dict orders, hence the work, the same run after run
+    return env
 
 
 def instructions(tree: Path, path: Path, *, work: bool, passes: bool) -> int:
     """Machine instructions of one child process (`work`: with the parse and print, and with
     `passes` the default pipeline between them)."""
+    child = [sys.executable, "-c", _CHILD, str(tree / "src"), str(path), "1" if work else "0",
+             "1" if passes else "0"]
+    subprocess.run(child, capture_output=True, check=True, env=_child_env(tree))  # fills the bytecode cache
     proc = subprocess.run(
-        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         sys.executable, "-c", _CHILD, str(tree / "src"), str(path), "1" if work else "0",
-         "1" if passes else "0"],
-        capture_output=True, text=True, check=True,
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *child],
+        capture_output=True, text=True, check=True, env=_child_env(tree),
     )
     found = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
     if found is None:
