@@ -244,16 +244,16 @@ class ComputationLiveness:
         n = len(self.instructions)
         if n == 0:
             return []
-        ended = [0] * (n + 1)
+        ended = [0] * n  # bytes whose range ends at each point: gone from the next one on
         for end, size in zip(self.ends, self.sizes):
-            ended[end + 1] += size
+            ended[end] += size
         starts = list(self.sizes)
         position = self.position
         for b, end in self.leaf_ends.items():
             starts[position[b.instruction]] += b.size
-            ended[end + 1] += b.size
+            ended[end] += b.size
         starts[0] += self.static_bytes
-        live = list(map(sub, accumulate(starts), accumulate(ended)))
+        live = list(map(sub, accumulate(starts), accumulate(ended, initial=0)))
         for p, extra in self.nested.items():
             live[p] += extra
         return live

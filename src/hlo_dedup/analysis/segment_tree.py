@@ -32,13 +32,14 @@ class RangeAddMaxTree:
         self.n = n
         self._size = size
         self._height = height
-        # Level by level from the leaves, with C-level maps: node i's children are 2i, 2i+1,
-        # so the levels laid end to end from the root are the array.
+        # Level by level from the leaves: node i's children are 2i, 2i+1, so the levels laid
+        # end to end from the root are the array. (A comprehension, not map(max, ...): the
+        # builtin's argument handling costs more than the comparison.)
         level = list(values)
         level.extend([_PADDING] * (size - n))
         levels = [level]
         while len(level) > 1:
-            level = list(map(max, level[0::2], level[1::2]))
+            level = [a if a >= b else b for a, b in zip(level[0::2], level[1::2])]
             levels.append(level)
         top = [_PADDING]
         for level in reversed(levels):
@@ -71,20 +72,23 @@ class RangeAddMaxTree:
             left >>= 1
             right >>= 1
         # Recompute the ancestors of both boundary leaves, bottom up: two paths until they
-        # meet, then one.
-        i = (lo + size) >> 1
-        j = (hi + size) >> 1
-        while i != j:
-            a, b = top[2 * i], top[2 * i + 1]
-            top[i] = (a if a > b else b) + add[i]
-            a, b = top[2 * j], top[2 * j + 1]
-            top[j] = (a if a > b else b) + add[j]
+        # meet, then one. A child and its sibling are c and c ^ 1.
+        i = lo + size
+        j = hi + size
+        while i >> 1 != j >> 1:
+            a = top[i]
+            b = top[i ^ 1]
             i >>= 1
+            top[i] = (a if a > b else b) + add[i]
+            a = top[j]
+            b = top[j ^ 1]
             j >>= 1
-        while i:
-            a, b = top[2 * i], top[2 * i + 1]
-            top[i] = (a if a > b else b) + add[i]
+            top[j] = (a if a > b else b) + add[j]
+        while i > 1:
+            a = top[i]
+            b = top[i ^ 1]
             i >>= 1
+            top[i] = (a if a > b else b) + add[i]
 
     def peak(self) -> int:
         """The maximum over all program points."""
