@@ -72,8 +72,9 @@ class FoldPrice:
         return self.peak_bytes_after - self.peak_bytes_before
 
     def to_json(self) -> dict[str, Any]:
-        # dataclasses.asdict deep-copies field by field: hundreds of folds made it show up.
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+        # dataclasses.asdict deep-copies field by field: thousands of folds made it show up.
+        # The instance dict holds the fields in their order (__init__ sets each once).
+        return dict(vars(self))
 
 
 class FoldPricer:
@@ -120,7 +121,9 @@ class FoldPricer:
     # ---------------------------------------------------------------- internals
     def _run(self, computation: HloComputation | str, kept: HloInstruction | str,
              removed: HloInstruction | str, *, budget: int | None, commit: bool) -> FoldPrice:
-        state = self._state(self.liveness.computation(computation).computation)
+        state = None if isinstance(computation, str) else self._states.get(computation)
+        if state is None:
+            state = self._state(self.liveness.computation(computation).computation)
         k = state.instruction(kept)
         r = state.instruction(removed)
         # Only a price or a budget can undo a fold; a plain apply keeps no undo journal
@@ -162,7 +165,7 @@ class FoldPricer:
         cl = state.cl
         if k is r or k in state.deleted or r in state.deleted:
             raise ValueError(f"cannot fold {r.name} onto {k.name}: one of them is already folded away")
-        if state.pos(k) > state.pos(r):
+        if cl.position[k] > cl.position[r]:
             raise ValueError(f"cannot fold {r.name} onto {k.name}: the kept instruction comes later")
         removed_buffers = cl.leaves_of(r)
         if cl.own_buffers(r) != removed_buffers:
@@ -403,20 +406,20 @@ class _State:
 
     def delete(self, inst: HloInstruction) -> None:
         """Delete `inst` and then every operand left without a reader (HloDCE)."""
-        pricer = self.pricer
+        pricer, cl, deleted = self.pricer, self.cl, self.deleted
         stack = [inst]
         while stack:
             d = stack.pop()
-            pricer.add(self.deleted, d)
-            for b in self.cl.own_buffers(d):
+            pricer.add(deleted, d)
+            for b in cl.own_buffers(d):
                 if b not in self.forward:
                     self.free(b)
-            p = self.pos(d)
-            for b in {self.find(x) for x in self.cl.reads(d)}:
-                if b not in self.freed and not self.is_static(b) and self.end(b) == p:
+            p = cl.position[d]
+            for b in {self.find(x) for x in cl.reads(d)}:
+                if b not in self.freed and b not in cl.static and self.end(b) == p:
                     self.set_end(b, self.last_reader(b))
             for o in dict.fromkeys(self.current(o) for o in d.operands):
-                if o not in self.deleted and o is not self.root and pricer.removable(o) and not self.alive(o):
+                if o not in deleted and o is not self.root and pricer.removable(o) and not self.alive(o):
                     stack.append(o)
 
     def current(self, inst: HloInstruction) -> HloInstruction:
@@ -431,7 +434,7 @@ class _State:
         pending = [inst]
         while pending:
             x = pending.pop()
-            if any(u not in self.deleted for u in x.iter_users()):
+            if not self.deleted.issuperset(x.iter_users()):
                 return True
             pending.extend(self._absorbed.get(x, ()))
         return False
