@@ -195,9 +195,10 @@ class FoldPricer:
         self._propagate(state.cl.computation)
         after = tree.peak()
         at = tree.argmax()
-        # A range holding the first peak point holds the peak: no range query needed.
+        # A range holding the first peak point holds the peak; otherwise ask the tree
+        # whether it reaches the peak, which rules out a range far from it in few steps.
         crosses = any(state.is_static(b) or state.start(b) <= at <= state.end(b)
-                      or tree.max(state.start(b), state.end(b)) == after for b in kept_buffers)
+                      or tree.reaches(state.start(b), state.end(b), after) for b in kept_buffers)
         return FoldPrice(cl.computation.name, k.name, r.name, extension, before, after, crosses,
                          cl.instructions[at].name)
 

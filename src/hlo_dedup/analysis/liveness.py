@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain
 from operator import sub
 from typing import TYPE_CHECKING
 
@@ -253,7 +253,8 @@ class ComputationLiveness:
             starts[position[b.instruction]] += b.size
             ended[end] += b.size
         starts[0] += self.static_bytes
-        live = list(map(sub, accumulate(starts), accumulate(ended, initial=0)))
+        # One running sum of (bytes starting at t) - (bytes that ended at t - 1).
+        live = list(accumulate(map(sub, starts, chain((0,), ended))))
         for p, extra in self.nested.items():
             live[p] += extra
         return live
