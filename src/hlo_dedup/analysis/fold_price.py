@@ -101,7 +101,8 @@ class FoldPricer:
 
     def apply(self, computation: HloComputation | str, kept: HloInstruction | str,
               removed: HloInstruction | str) -> FoldPrice:
-        """Apply a fold to the model and return its price."""
+        """Apply a fold to the model and return its price. Nothing can refuse it, so it keeps
+        no undo journal: an invalid fold raises before the first edit."""
         return self._run(computation, kept, removed, budget=None, commit=True)
 
     def apply_within(self, computation: HloComputation | str, kept: HloInstruction | str,
