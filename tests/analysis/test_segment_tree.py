@@ -17,7 +17,7 @@ def _scenario(draw):  # type: ignore[no-untyped-def]
     for _ in range(draw(st.integers(0, 40))):
         lo = draw(st.integers(0, n - 1))
         hi = draw(st.integers(lo, n - 1))
-        ops.append((draw(st.sampled_from(["add", "max"])), lo, hi, draw(st.integers(-(10**9), 10**9))))
+        ops.append((draw(st.sampled_from(["add", "reaches"])), lo, hi, draw(st.integers(-(10**9), 10**9))))
     return values, ops
 
 
@@ -33,7 +33,10 @@ def test_matches_a_list(scenario) -> None:  # type: ignore[no-untyped-def]
             for i in range(lo, hi + 1):
                 plain[i] += delta
         else:
-            assert tree.max(lo, hi) == max(plain[lo : hi + 1])
+            # Just below, at and just above the range's maximum, and at the peak.
+            for value in (max(plain[lo : hi + 1]) + d for d in (-1, 0, 1)):
+                assert tree.reaches(lo, hi, value) is (value <= max(plain[lo : hi + 1]))
+            assert tree.reaches(lo, hi, max(plain)) is (max(plain[lo : hi + 1]) == max(plain))
         assert tree.peak() == max(plain)
         assert tree.argmax() == plain.index(max(plain))
     assert tree.values() == plain
@@ -46,6 +49,8 @@ def test_bounds_are_checked() -> None:
     with pytest.raises(IndexError):
         tree.add(0, 3, 1)
     with pytest.raises(IndexError):
-        tree.max(2, 1)
+        tree.reaches(2, 1, 0)
+    with pytest.raises(IndexError):
+        tree.reaches(0, 3, 1)
     with pytest.raises(ValueError):
         RangeAddMaxTree([])

@@ -180,17 +180,17 @@ def alias_leaves(
     inst: HloInstruction,
     kind: int,
     arg: object,
-    info: ShapeInfo,
     info_of: Callable[[Shape], ShapeInfo],
     leaves_of: Callable[[HloInstruction], tuple[Buffer, ...]],
 ) -> tuple[Buffer, ...] | None:
     """The leaves of an aliasing instruction of `kind` (operands' leaves from `leaves_of`);
-    None if the rule does not fit its shape and it is an array: then it allocates."""
+    None if the rule does not fit its shape and it is an array: then it allocates. Its
+    own shape is read only when the rule needs it."""
     operands = inst.operands
     if kind == TUPLE:
         return tuple(b for o in operands for b in leaves_of(o))
     if not operands:
-        return _defined(inst, info)
+        return _defined(inst, info_of(inst.shape))
     first = leaves_of(operands[0])
     if kind == FORWARD:
         return first
@@ -198,9 +198,10 @@ def alias_leaves(
         index = inst.tuple_index if kind == GTE else arg
         spans = info_of(operands[0].shape).spans
         if not isinstance(index, int) or not 0 <= index < len(spans):
-            return _defined(inst, info)
+            return _defined(inst, info_of(inst.shape))
         start, count = spans[index]
         return first[start : start + count]
+    info = info_of(inst.shape)
     spans = info.spans
     if kind == PREFIX:
         aliased = tuple(b for o in operands for b in leaves_of(o)) if arg == "all" else first

@@ -72,8 +72,9 @@ class FoldPrice:
         return self.peak_bytes_after - self.peak_bytes_before
 
     def to_json(self) -> dict[str, Any]:
-        # dataclasses.asdict deep-copies field by field: hundreds of folds made it show up.
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+        # dataclasses.asdict deep-copies field by field: thousands of folds made it show up.
+        # The instance dict holds the fields in their order (__init__ sets each once).
+        return dict(vars(self))
 
 
 class FoldPricer:
@@ -100,7 +101,8 @@ class FoldPricer:
 
     def apply(self, computation: HloComputation | str, kept: HloInstruction | str,
               removed: HloInstruction | str) -> FoldPrice:
-        """Apply a fold to the model and return its price."""
+        """Apply a fold to the model and return its price. Nothing can refuse it, so it keeps
+        no undo journal: an invalid fold raises before the first edit."""
         return self._run(computation, kept, removed, budget=None, commit=True)
 
     def apply_within(self, computation: HloComputation | str, kept: HloInstruction | str,
@@ -120,10 +122,14 @@ class FoldPricer:
     # ---------------------------------------------------------------- internals
     def _run(self, computation: HloComputation | str, kept: HloInstruction | str,
              removed: HloInstruction | str, *, budget: int | None, commit: bool) -> FoldPrice:
-        state = self._state(self.liveness.computation(computation).computation)
+        state = None if isinstance(computation, str) else self._states.get(computation)
+        if state is None:
+            state = self._state(self.liveness.computation(computation).computation)
         k = state.instruction(kept)
         r = state.instruction(removed)
-        self._journal = []
+        # Only a price or a budget can undo a fold; a plain apply keeps no undo journal
+        # (its checks all come before the first edit).
+        self._journal = [] if budget is not None or not commit else None
         try:
             price = self._fold(state, k, r)
             if budget is not None and price.peak_increase > budget:
@@ -160,7 +166,7 @@ class FoldPricer:
         cl = state.cl
         if k is r or k in state.deleted or r in state.deleted:
             raise ValueError(f"cannot fold {r.name} onto {k.name}: one of them is already folded away")
-        if state.pos(k) > state.pos(r):
+        if cl.position[k] > cl.position[r]:
             raise ValueError(f"cannot fold {r.name} onto {k.name}: the kept instruction comes later")
         removed_buffers = cl.leaves_of(r)
         if cl.own_buffers(r) != removed_buffers:
@@ -169,20 +175,15 @@ class FoldPricer:
         kept_buffers = [state.find(b) for b in cl.leaves_of(k)]
         if len(kept_buffers) != len(removed_buffers):
             raise ValueError(f"{k.name} and {r.name} have different tuple structures")
-        before = state.tree.peak()
+        tree = state.tree
+        before = tree.peak()
         extension = 0
         for kb, rb in zip(kept_buffers, removed_buffers):
             if rb in state.results:
                 state.replace_result(rb, kb)
-            r_end = state.end(rb)
-            state.free(rb)
+            extension = max(extension, state.fold_buffer(rb, kb))
             self.set_item(state.forward, rb, kb)
             self.append(state.merged(kb), rb)
-            if not state.is_static(kb):
-                k_end = state.end(kb)
-                if r_end > k_end:
-                    state.set_end(kb, r_end)
-                    extension = max(extension, r_end - k_end)
         self.set_item(state.replaced, r, k)
         self.append(state.absorbed_by(k), r)
         if state.root is r:
@@ -193,11 +194,14 @@ class FoldPricer:
             for rb in removed_buffers:
                 state.add(state.pos(r), state.pos(r), cl.size_of(rb))
         self._propagate(state.cl.computation)
-        after = state.tree.peak()
-        crosses = any(state.is_static(b) or state.tree.max(state.start(b), state.end(b)) == after
-                      for b in kept_buffers)
-        peak_at = cl.instructions[state.tree.argmax()].name
-        return FoldPrice(cl.computation.name, k.name, r.name, extension, before, after, crosses, peak_at)
+        after = tree.peak()
+        at = tree.argmax()
+        # A range holding the first peak point holds the peak; otherwise ask the tree
+        # whether it reaches the peak, which rules out a range far from it in few steps.
+        crosses = any(state.is_static(b) or state.start(b) <= at <= state.end(b)
+                      or tree.reaches(state.start(b), state.end(b), after) for b in kept_buffers)
+        return FoldPrice(cl.computation.name, k.name, r.name, extension, before, after, crosses,
+                         cl.instructions[at].name)
 
     def _propagate(self, comp: HloComputation) -> None:
         """A callee's nested bytes changed: update every analysed call site above it."""
@@ -212,39 +216,46 @@ class FoldPricer:
             return False
         return self.spmd or op not in _COLLECTIVES
 
-    # Journalled edits: each records how to undo itself while a fold is being applied.
+    # Journalled edits: while a fold that may be undone is applied, each records how to
+    # undo itself.
     def tree_add(self, tree: RangeAddMaxTree, lo: int, hi: int, delta: int) -> None:
         if hi < lo or delta == 0:
             return
         tree.add(lo, hi, delta)
-        self._journal.append(lambda: tree.add(lo, hi, -delta))
+        if self._journal is not None:
+            self._journal.append(lambda: tree.add(lo, hi, -delta))
 
     def set_item(self, container, key, value) -> None:
-        if isinstance(container, dict) and key not in container:
-            self._journal.append(lambda: container.pop(key))
-        else:
-            old = container[key]
-            self._journal.append(lambda: container.__setitem__(key, old))
+        if self._journal is not None:
+            if isinstance(container, dict) and key not in container:
+                self._journal.append(lambda: container.pop(key))
+            else:
+                old = container[key]
+                self._journal.append(lambda: container.__setitem__(key, old))
         container[key] = value
 
     def add(self, container: set, item) -> None:
         if item not in container:
             container.add(item)
-            self._journal.append(lambda: container.discard(item))
+            if self._journal is not None:
+                self._journal.append(lambda: container.discard(item))
 
     def discard(self, container: set, item) -> None:
         if item in container:
             container.discard(item)
-            self._journal.append(lambda: container.add(item))
+            if self._journal is not None:
+                self._journal.append(lambda: container.add(item))
 
     def append(self, container: list, item) -> None:
         container.append(item)
-        self._journal.append(container.pop)
+        if self._journal is not None:
+            self._journal.append(container.pop)
 
     def set_attr(self, obj, name: str, value) -> None:
-        old = getattr(obj, name)
+        if self._journal is not None:
+            old = getattr(obj, name)
+            self._journal.append(lambda: setattr(obj, name, old))
         setattr(obj, name, value)
-        self._journal.append(lambda: setattr(obj, name, old))
 
 
 class _State:
@@ -349,15 +360,44 @@ class _State:
         """Move a (non-static) buffer's last point, adding or removing its bytes."""
         old = self.end(b)
         size = self.cl.size_of(b)
-        pricer = self.pricer
         if end > old:
             self.add(old + 1, end, size)
         else:
             self.add(end + 1, old, -size)
+        self._record_end(b, end)
+
+    def _record_end(self, b: Buffer, end: int) -> None:
         if type(b) is Leaf:
-            pricer.set_item(self.leaf_ends, b, end)
+            self.pricer.set_item(self.leaf_ends, b, end)
         else:
-            pricer.set_item(self.ends, self.cl.position[b], end)
+            self.pricer.set_item(self.ends, self.cl.position[b], end)
+
+    def fold_buffer(self, removed: Buffer, kept: Buffer) -> int:
+        """`removed` is gone and its readers read `kept` instead: its bytes leave its range
+        and `kept`'s range reaches its last reader. Returns how many points `kept`'s
+        range grew. With equal sizes the two changes cancel where the ranges overlap, so
+        they are one range add."""
+        r_end = self.end(removed)
+        k_end = -1 if self.is_static(kept) else self.end(kept)
+        if r_end <= k_end:
+            self.free(removed)
+            return 0
+        size = self.cl.size_of(removed)
+        if removed in self.freed or k_end < 0 or self.cl.size_of(kept) != size:
+            self.free(removed)
+            if k_end >= 0:
+                self.set_end(kept, r_end)
+            return r_end - k_end if k_end >= 0 else 0
+        # -size on [r_start, r_end] and +size on [k_end + 1, r_end]: what is left lies
+        # between r_start and k_end + 1.
+        r_start = self.start(removed)
+        if k_end + 1 < r_start:
+            self.add(k_end + 1, r_start - 1, size)
+        else:
+            self.add(r_start, k_end, -size)
+        self.pricer.add(self.freed, removed)
+        self._record_end(kept, r_end)
+        return r_end - k_end
 
     def free(self, b: Buffer) -> None:
         """The buffer is gone: its bytes leave every point of its range."""
@@ -368,20 +408,20 @@ class _State:
 
     def delete(self, inst: HloInstruction) -> None:
         """Delete `inst` and then every operand left without a reader (HloDCE)."""
-        pricer = self.pricer
+        pricer, cl, deleted = self.pricer, self.cl, self.deleted
         stack = [inst]
         while stack:
             d = stack.pop()
-            pricer.add(self.deleted, d)
-            for b in self.cl.own_buffers(d):
+            pricer.add(deleted, d)
+            for b in cl.own_buffers(d):
                 if b not in self.forward:
                     self.free(b)
-            p = self.pos(d)
-            for b in {self.find(x) for x in self.cl.reads(d)}:
-                if b not in self.freed and not self.is_static(b) and self.end(b) == p:
+            p = cl.position[d]
+            for b in {self.find(x) for x in cl.reads(d)}:
+                if b not in self.freed and b not in cl.static and self.end(b) == p:
                     self.set_end(b, self.last_reader(b))
             for o in dict.fromkeys(self.current(o) for o in d.operands):
-                if o not in self.deleted and o is not self.root and pricer.removable(o) and not self.alive(o):
+                if o not in deleted and o is not self.root and pricer.removable(o) and not self.alive(o):
                     stack.append(o)
 
     def current(self, inst: HloInstruction) -> HloInstruction:
@@ -396,7 +436,7 @@ class _State:
         pending = [inst]
         while pending:
             x = pending.pop()
-            if any(u not in self.deleted for u in x.iter_users()):
+            if not self.deleted.issuperset(x.iter_users()):
                 return True
             pending.extend(self._absorbed.get(x, ()))
         return False

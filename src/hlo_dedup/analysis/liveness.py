@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain
 from operator import sub
 from typing import TYPE_CHECKING
 
@@ -148,15 +148,18 @@ class ComputationLiveness:
             position[inst] = p
             for o in inst.operands:
                 ends[position[o]] = p
-            size = text_size.get(inst.shape_text)  # a shape decoded once per distinct text
-            if size is None:
+            # Subscripts, not .get: a method call per instruction is a visible share here.
+            try:
+                size = text_size[inst.shape_text]  # a shape decoded once per distinct text
+            except KeyError:
                 try:
                     size = ml.learn_shape(inst)
                 except ValueError:
                     self.unsized.append(inst)
                     continue
-            code = opcode_code.get(inst.opcode)
-            if code is None:
+            try:
+                code = opcode_code[inst.opcode]
+            except KeyError:
                 code = ml.learn_opcode(inst.opcode)
             if code or size < 0:
                 if code == STATIC_CODE and size >= 0:  # array parameter or constant
@@ -173,14 +176,16 @@ class ComputationLiveness:
         """Leaves and own buffers of an instruction that is not a plain definer."""
         code, arg = kind_of(inst.opcode)
         try:
-            info = ml.shape_info(inst.shape)
-            found = None if code <= STATIC else alias_leaves(inst, code, arg, info, ml.shape_info, self.leaves_of)
+            # Most aliases are read from their operands' leaves alone: their own shape is
+            # decoded only when the rule needs it.
+            found = None if code <= STATIC else alias_leaves(inst, code, arg, ml.shape_info, self.leaves_of)
+            info = ml.shape_info(inst.shape) if found is None else None
         except ValueError:  # an operand's shape is unknown (see `unsized`)
             self.unsized.append(inst)
             return
         if runs_callee(inst.opcode) and inst.called_computations:
             self.nested[p] = ml.nested_bytes_of(inst, self.computation)
-        if code <= STATIC:  # array parameters and constants never come here
+        if info is not None and code <= STATIC:  # array parameters and constants never come here
             if info.leaf_sizes is None:  # an array-shaped call: a plain definer
                 self.sizes[p] = info.size
                 return
@@ -193,7 +198,7 @@ class ComputationLiveness:
                 else:
                     self.leaf_ends[b] = p
             return
-        if found is None:  # the aliasing rule does not fit this shape: a plain definer
+        if info is not None:  # the aliasing rule does not fit this shape: a plain definer
             self.sizes[p] = info.size
             return
         self.leaves[inst] = found
@@ -239,16 +244,17 @@ class ComputationLiveness:
         n = len(self.instructions)
         if n == 0:
             return []
-        ended = [0] * (n + 1)
+        ended = [0] * n  # bytes whose range ends at each point: gone from the next one on
         for end, size in zip(self.ends, self.sizes):
-            ended[end + 1] += size
+            ended[end] += size
         starts = list(self.sizes)
         position = self.position
         for b, end in self.leaf_ends.items():
             starts[position[b.instruction]] += b.size
-            ended[end + 1] += b.size
+            ended[end] += b.size
         starts[0] += self.static_bytes
-        live = list(map(sub, accumulate(starts), accumulate(ended)))
+        # One running sum of (bytes starting at t) - (bytes that ended at t - 1).
+        live = list(accumulate(map(sub, starts, chain((0,), ended))))
         for p, extra in self.nested.items():
             live[p] += extra
         return live
@@ -390,6 +396,7 @@ class ModuleLiveness:
         # Per opcode: 0 for a plain definer, STATIC_CODE for parameter and constant,
         # SPECIAL_CODE for anything else the build visits one by one.
         self.opcode_code: dict[str, int] = {}
+        self._nested_bytes: dict[HloComputation, int] = {}
 
     def learn_shape(self, inst: HloInstruction) -> int:
         """`inst`'s bytes as a plain buffer (-1 if tuple-shaped), learnt for its shape text;
@@ -433,9 +440,15 @@ class ModuleLiveness:
         raise KeyError(f"no computation named {computation!r}")
 
     def nested_bytes(self, computation: HloComputation) -> int:
-        """What running `computation` adds on top of its caller at the call point."""
-        c = self.computation(computation)
-        return max(0, max(c.nested_profile(c.live_bytes, c.result_buffers()), default=0))
+        """What running `computation` adds on top of its caller at the call point (once per
+        computation: a module calls the same small computations from many sites)."""
+        comp = self._resolve(computation)
+        found = self._nested_bytes.get(comp)
+        if found is None:
+            c = self.computation(comp)
+            found = max(0, max(c.nested_profile(c.live_bytes, c.result_buffers()), default=0))
+            self._nested_bytes[comp] = found
+        return found
 
     def nested_bytes_of(self, inst: HloInstruction, caller: HloComputation) -> int:
         """Nested bytes at a while/conditional/call/async call site (records the site)."""

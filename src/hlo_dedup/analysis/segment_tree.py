@@ -1,4 +1,4 @@
-"""Range add and range max over program points, in O(log n) per operation.
+"""Range add and range maximum over program points, in O(log n) per operation.
 
 Pricing a fold changes the live bytes of whole instruction ranges (a buffer that now
 lives longer, one that is gone) and asks for the peak after each change; recomputing
@@ -7,7 +7,7 @@ per internal node: ``_top[i]`` is the maximum over node i's range with node i's 
 pending add included but not its ancestors'. Adds commute with max, so pending adds
 never move: a query adds those of the ancestors of the nodes it reads, and the argmax
 descent compares siblings, which share every ancestor's add. Each operation is a few
-loops of the tree's height in plain Python, with no call inside them.
+loops of the tree's height in plain Python.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ _PADDING = -(1 << 62)  # leaves past n: never the maximum, whatever the real val
 
 
 class RangeAddMaxTree:
-    """Values v[0..n) (n >= 1): ``add`` on [lo, hi], ``max`` on [lo, hi], ``peak``, ``argmax``."""
+    """Values v[0..n) (n >= 1): ``add`` on [lo, hi], ``peak``, ``argmax``, and ``reaches``:
+    whether the maximum on [lo, hi] is at least a value."""
 
     __slots__ = ("_add", "_height", "_size", "_top", "n")
 
@@ -32,21 +33,20 @@ class RangeAddMaxTree:
         self.n = n
         self._size = size
         self._height = height
-        # Level by level from the leaves, with C-level maps: node i's children are 2i, 2i+1,
-        # so the levels laid end to end from the root are the array.
+        # Level by level from the leaves: node i's children are 2i, 2i+1, so the levels laid
+        # end to end from the root are the array. (A comprehension, not map(max, ...): the
+        # builtin's argument handling costs more than the comparison.)
         level = list(values)
         level.extend([_PADDING] * (size - n))
         levels = [level]
         while len(level) > 1:
-            level = list(map(max, level[0::2], level[1::2]))
+            level = [a if a >= b else b for a, b in zip(level[0::2], level[1::2])]
             levels.append(level)
         top = [_PADDING]
         for level in reversed(levels):
             top.extend(level)
         self._top = top
-        # Pending adds of internal nodes (a leaf's lives in _top); one more entry, always 0,
-        # for the node past the end that `max` steps onto when a range reaches the last leaf.
-        self._add = [0] * (size + 1)
+        self._add = [0] * size  # pending adds of internal nodes (a leaf's lives in _top)
 
     def add(self, lo: int, hi: int, delta: int) -> None:
         """v[i] += delta for lo <= i <= hi (nothing if hi < lo)."""
@@ -71,64 +71,49 @@ class RangeAddMaxTree:
             left >>= 1
             right >>= 1
         # Recompute the ancestors of both boundary leaves, bottom up: two paths until they
-        # meet, then one.
-        i = (lo + size) >> 1
-        j = (hi + size) >> 1
-        while i != j:
-            a, b = top[2 * i], top[2 * i + 1]
-            top[i] = (a if a > b else b) + add[i]
-            a, b = top[2 * j], top[2 * j + 1]
-            top[j] = (a if a > b else b) + add[j]
+        # meet, then one. A child and its sibling are c and c ^ 1.
+        i = lo + size
+        j = hi + size
+        while i >> 1 != j >> 1:
+            a = top[i]
+            b = top[i ^ 1]
             i >>= 1
+            top[i] = (a if a > b else b) + add[i]
+            a = top[j]
+            b = top[j ^ 1]
             j >>= 1
-        while i:
-            a, b = top[2 * i], top[2 * i + 1]
-            top[i] = (a if a > b else b) + add[i]
+            top[j] = (a if a > b else b) + add[j]
+        while i > 1:
+            a = top[i]
+            b = top[i ^ 1]
             i >>= 1
+            top[i] = (a if a > b else b) + add[i]
 
     def peak(self) -> int:
         """The maximum over all program points."""
         return self._top[1]
 
-    def max(self, lo: int, hi: int) -> int:
-        """The maximum of v[lo..hi] (lo <= hi)."""
+    def reaches(self, lo: int, hi: int, value: int) -> bool:
+        """Whether max(v[lo..hi]) >= value (lo <= hi). Descends from the root into the nodes
+        that reach `value` and overlap [lo, hi] in part, at most two a level; when `value`
+        is the peak, that is the path to each peak point until it leaves the range, so a
+        range far from the peak is answered a few levels down."""
         if hi < lo or lo < 0 or hi >= self.n:
             raise IndexError(f"range [{lo}, {hi}] outside [0, {self.n - 1}] or empty")
-        top, add, size = self._top, self._add, self._size
-        left = lo + size
-        right = hi + size + 1
-        # The nodes read on the left all lie under node left - 1 of the level reached, those
-        # on the right under node right: each level up adds that node's pending add. Before
-        # a side reads anything it is _PADDING, which no sum of adds brings near a value.
-        best_left = best_right = _PADDING
-        while left < right:
-            if left & 1:
-                if top[left] > best_left:
-                    best_left = top[left]
-                left += 1
-            if right & 1:
-                right -= 1
-                if top[right] > best_right:
-                    best_right = top[right]
-            left >>= 1
-            right >>= 1
-            best_left += add[left - 1]
-            best_right += add[right]
-        # The loop ends with left == right: climb from the two neighbours to where they
-        # meet, then add the common ancestors' adds once.
-        i, j = left - 1, right
-        while True:
-            i >>= 1
-            j >>= 1
-            if i == j:
-                break
-            best_left += add[i]
-            best_right += add[j]
-        best = best_left if best_left > best_right else best_right
-        while i:
-            best += add[i]
-            i >>= 1
-        return best
+        top, add = self._top, self._add
+        stack = [(1, 0, self._size, 0)]  # node, its first leaf, its leaf count, adds above it
+        while stack:
+            node, first, span, above = stack.pop()
+            if top[node] + above < value or first > hi or first + span <= lo:
+                continue
+            if lo <= first and first + span - 1 <= hi:
+                return True
+            # Only part of the node is in range, so it is not a leaf.
+            above += add[node]
+            span >>= 1
+            stack.append((2 * node + 1, first + span, span, above))
+            stack.append((2 * node, first, span, above))
+        return False
 
     def argmax(self) -> int:
         """The first program point holding the maximum."""
