@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from hlo_dedup.analysis.segment_tree import RangeAddMaxTree
@@ -21,7 +21,6 @@ def _scenario(draw):  # type: ignore[no-untyped-def]
     return values, ops
 
 
-@settings(max_examples=300, deadline=None)
 @given(_scenario())
 def test_matches_a_list(scenario) -> None:  # type: ignore[no-untyped-def]
     values, ops = scenario
