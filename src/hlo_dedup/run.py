@@ -432,13 +432,14 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
     if isinstance(exc, HloIrError):  # a structurally invalid module found while reading it
         return EXIT_INPUT_ERROR, f"{name}: error: {one_line(exc)}"
     if isinstance(exc, BrokenPipeError):
-        # The reader went away (`hlo-dedup x.hlo | head`): stop quietly.
+        # The reader went away (`hlo-dedup x.hlo -o - | head`): it had what it wanted, so the
+        # run stops quietly and succeeds, as it did when the output was one write.
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
-        return EXIT_INPUT_ERROR, None
+        return EXIT_OK, None
     if isinstance(exc, OSError):
         where = getattr(exc, "filename", None) or PROG
         return EXIT_INPUT_ERROR, f"{where}: error: {exc.strerror or exc}"

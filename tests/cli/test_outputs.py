@@ -370,3 +370,16 @@ def test_ctrl_c_in_batch_mode_leaves_no_temporary_file(tmp_path: Path, big_modul
     assert no_temporary_files(out_dir), sorted(p.name for p in out_dir.rglob("*"))
     for path in out_dir.rglob("*.hlo"):
         assert path.read_bytes() == big_module.read_bytes()
+
+
+def test_a_reader_that_leaves_early_ends_the_run_quietly(big_module: Path) -> None:
+    """`hlo-dedup x.hlo -o - | head`: output is streamed, so the reader leaving breaks the
+    pipe mid-write; the run stops there, exit 0, no error line and no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "hlo_dedup", big_module, "--passes=", "-o", "-"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.read(100) == big_module.read_bytes()[:100]
+    proc.stdout.close()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr.decode()
+    assert "error" not in stderr.decode() and "Traceback" not in stderr.decode()
