@@ -407,42 +407,50 @@ def _text_chunks(modules: Sequence[HloModule]) -> Iterator[bytes]:
     """`join_module_texts` of the modules' texts, encoded about `_CHUNK_CHARS` at a time."""
     pending: list[str] = []
     size = 0
-    last = ""  # the text's last character so far
-    for index, module in enumerate(modules):
-        first = True
-        for piece in module.text_pieces():
-            if not piece:
-                continue
-            if first and index:
-                piece = ("" if last == "\n" else "\n") + SPLIT_MARKER + ("" if piece[0] == "\n" else "\n") + piece
-            first = False
-            last = piece[-1]
-            if len(piece) > _CHUNK_CHARS:  # the source text of an unchanged module, or most of it
-                if pending:
-                    yield "".join(pending).encode("utf-8", "surrogateescape")
-                    pending, size = [], 0
-                for start in range(0, len(piece), _CHUNK_CHARS):
-                    yield piece[start : start + _CHUNK_CHARS].encode("utf-8", "surrogateescape")
-                continue
-            pending.append(piece)
-            size += len(piece)
-            if size >= _CHUNK_CHARS:
-                yield "".join(pending).encode("utf-8", "surrogateescape")
+    for piece in _joined_pieces(module.text_pieces() for module in modules):
+        if len(piece) > _CHUNK_CHARS:  # the source text of an unchanged module, or most of it
+            if pending:
+                yield _encoded(pending)
                 pending, size = [], 0
-        if first and index:  # an empty module text still gets its marker
-            pending.append(("" if last == "\n" else "\n") + SPLIT_MARKER + "\n")
-            last = "\n"
+            for start in range(0, len(piece), _CHUNK_CHARS):
+                yield _encoded([piece[start : start + _CHUNK_CHARS]])
+            continue
+        pending.append(piece)
+        size += len(piece)
+        if size >= _CHUNK_CHARS:
+            yield _encoded(pending)
+            pending, size = [], 0
     if pending:
-        yield "".join(pending).encode("utf-8", "surrogateescape")
+        yield _encoded(pending)
+
+
+def _encoded(pieces: list[str]) -> bytes:
+    return "".join(pieces).encode("utf-8", "surrogateescape")
 
 
 def join_module_texts(texts: Sequence[str]) -> str:
     """Texts joined by the `// -----` marker on a line of its own: modules that were split
     from one file and not changed come back as that file, byte for byte."""
-    out = texts[0] if texts else ""
-    for text in texts[1:]:
-        out += ("" if out.endswith("\n") else "\n") + SPLIT_MARKER + ("" if text.startswith("\n") else "\n") + text
-    return out
+    return "".join(_joined_pieces((text,) for text in texts))
+
+
+def _joined_pieces(texts: Iterable[Iterable[str]]) -> Iterator[str]:
+    """The pieces of each text, with the marker line yielded as a piece of its own between
+    texts (a text's pieces are never copied to put the marker in front of them)."""
+    last = ""  # the last character yielded so far
+    for index, pieces in enumerate(texts):
+        marker_due = index > 0
+        for piece in pieces:
+            if not piece:
+                continue
+            if marker_due:
+                yield ("" if last == "\n" else "\n") + SPLIT_MARKER + ("" if piece[0] == "\n" else "\n")
+                marker_due = False
+            yield piece
+            last = piece[-1]
+        if marker_due:  # an empty text still gets its marker
+            yield ("" if last == "\n" else "\n") + SPLIT_MARKER + "\n"
+            last = "\n"
 
 
 def write_output(data: bytes | Iterable[bytes], path: str | os.PathLike[str], stdout: BinaryIO | None = None) -> int:
