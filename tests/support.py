@@ -37,8 +37,8 @@ def corpus_files(*, every: bool = False) -> list[Path]:
     return files if FULL_CORPUS or every else files[::5]
 
 
-def corpus_instructions() -> Iterator[HloInstruction]:
-    """Every instruction of the corpus modules our reader accepts (`corpus_files()`)."""
+def corpus_modules() -> Iterator[tuple[Path, HloModule]]:
+    """Each corpus file our reader accepts (`corpus_files()`) and its module."""
     from hlo_dedup.text import parse_module
 
     for path in corpus_files():
@@ -46,6 +46,12 @@ def corpus_instructions() -> Iterator[HloInstruction]:
             module = parse_module(path.read_text(), str(path))
         except ValueError:
             continue
+        yield path, module
+
+
+def corpus_instructions() -> Iterator[HloInstruction]:
+    """Every instruction of the corpus modules our reader accepts (`corpus_modules()`)."""
+    for _, module in corpus_modules():
         for comp in module.computations:
             yield from comp
 

@@ -24,7 +24,7 @@ from gather_cases import (
     run,
 )
 
-from support import corpus_files
+from support import corpus_modules
 from hlo_dedup import parse_module
 
 # ------------------------------------------------------------- FindRawParameter walk arms
@@ -431,11 +431,7 @@ def test_every_computation_holding_a_gather_says_so_in_its_text() -> None:
     from hlo_dedup.passes.all_gather_duplicate_remover import _written_with_gathers
 
     seen = 0
-    for path in corpus_files():
-        try:
-            m = parse_module(path.read_text(), str(path))
-        except ValueError:
-            continue
+    for path, m in corpus_modules():
         for comp in m.computations:
             if any(i.opcode.startswith("all-gather") for i in comp):
                 seen += 1
