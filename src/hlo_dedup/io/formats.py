@@ -297,10 +297,10 @@ def modules_from_text(text: str, filename: str, *, container: str | None = None,
 def module_texts_from_bytes(data: bytes, filename: str, *, format: str | None = None) -> list[str]:
     """The HLO text of every module in `data`, unparsed, for XLA itself to read: HLO text as
     written (split on `// -----` lines), a proto's module as XLA prints it."""
-    fmt = _input_format(data, filename, format)
-    if fmt in ("hlo", "txt"):
-        return [piece for _, piece in split_module_texts(data.decode("utf-8", "surrogateescape"))]
-    return [_proto_module_text(data, filename, fmt)[1]]
+    text, container = decode_input(data, filename, format)
+    if container is not None:
+        return [text]
+    return [piece for _, piece in split_module_texts(text)]
 
 
 def _input_format(data: bytes, filename: str, format: str | None) -> str:
