@@ -166,10 +166,11 @@ def measure_startup(entry: dict, runs: int, workdir: Path) -> dict:
 
 def measure(quick: bool, runs: int = 3, big_runs: int = 1, big_mb: float = 100.0, only: str | None = None,
             with_pb: bool = True) -> dict:
-    manifest = gen.ensure(quick)
+    wanted = set(only.split(",")) if only else None
+    manifest = gen.ensure(quick, only=None if wanted is None else wanted | {gen.TINY})
     entries = gen.modules(manifest, quick)
-    if only:
-        entries = [e for e in entries if e["name"] in set(only.split(","))]
+    if wanted is not None:
+        entries = [e for e in entries if e["name"] in wanted]
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     results = []

@@ -157,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(Path(args.child[0]), Path(args.child[1]))))
         return 0
-    entries = gen.modules(gen.ensure(args.quick), args.quick)
-    if args.only:
-        entries = [e for e in entries if e["name"] in set(args.only.split(","))]
+    wanted = set(args.only.split(",")) if args.only else None
+    entries = gen.modules(gen.ensure(args.quick, only=wanted), args.quick)
+    if wanted is not None:
+        entries = [e for e in entries if e["name"] in wanted]
     print("\n".join(imports_report(args.top)), flush=True)
     for entry in entries:
         print("\n" + "\n".join(profile_module(entry, args.top)), flush=True)
