@@ -81,20 +81,21 @@ def varint_field(number: int, value: int) -> bytes:
 
 
 def _field(spec: FieldSpec, oneof_index: int | None) -> bytes:
-    parts = [
-        _str(1, spec.name), varint_field(3, spec.number),
-        _LABELS[spec.repeated], varint_field(5, spec.type),
-    ]  # fmt: skip
+    # Constant parts are precomputed: a `.pb` run encodes some 650 fields before it reads
+    # anything.
+    out = _str(1, spec.name) + _NUMBER_TAG + varint(spec.number) + _LABELS[spec.repeated] + _TYPES[spec.type]
     if spec.type_name:
-        parts.append(_str(6, spec.type_name))
+        out += _str(6, spec.type_name)
     if oneof_index is not None:
-        parts.append(varint_field(9, oneof_index))
+        out += _ONEOF_TAG + varint(oneof_index)
     if spec.optional:
-        parts.append(_PROTO3_OPTIONAL)
-    return b"".join(parts)
+        out += _PROTO3_OPTIONAL
+    return out
 
 
+_NUMBER_TAG, _ONEOF_TAG = varint(3 << 3), varint(9 << 3)
 _LABELS = {False: varint_field(4, LABEL_OPTIONAL), True: varint_field(4, LABEL_REPEATED)}
+_TYPES = {number: varint_field(5, number) for number in range(1, 19)}
 _PROTO3_OPTIONAL = varint_field(17, 1)
 
 

@@ -51,9 +51,9 @@ def specs() -> tuple[tuple[MessageSpec, ...], tuple[EnumSpec, ...]]:
                 messages.append(MessageSpec(name))
             current = kind
             continue
-        decl, number = (part.strip() for part in line.split("="))
+        decl, _, number = line.partition("=")
         if current == "enum":
-            enums[-1].values.append((decl, int(number)))
+            enums[-1].values.append((decl.strip(), int(number)))
             continue
         words = decl.split()
         field = FieldSpec(words[-1], int(number), 0)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import chain, compress, islice, repeat
-from operator import add, eq, invert, ne, sub
+from operator import add, eq, ne, not_, sub
 from typing import Any
 
 from .descriptors import length_delimited, varint, varint_field
@@ -99,11 +99,12 @@ def _split(column: Any, n: int) -> tuple[list[int], list[int]] | None:
     if len(column) == n:  # the separators alone
         return [], [0] * n
     values = column[:]
-    if values.count(_ID_SEPARATOR) != n:
+    is_separator = list(map(eq, values, repeat(_ID_SEPARATOR)))  # shared bools: nothing allocated
+    separators = list(compress(range(len(values)), is_separator))
+    if len(separators) != n:
         return None
-    separators = list(compress(range(len(values)), map(eq, values, repeat(_ID_SEPARATOR))))
     counts = list(map(sub, chain(islice(separators, 1, None), (len(values),)), map(add, separators, repeat(1))))
-    return list(compress(values, map(invert, values))), counts  # ~-1 is 0
+    return list(compress(values, map(not_, is_separator))), counts
 
 
 class ModuleData:
