@@ -3,11 +3,12 @@
 
     python scripts/output_snapshot.py OUT_DIR            # run, write OUT_DIR/<config>/..., manifest
     python scripts/output_snapshot.py OUT_DIR --corpus DIR   # the corpus is elsewhere
+    python scripts/output_snapshot.py OUT_DIR --also benchmarks/out/real/*-L48.*   # real modules too
     python scripts/output_snapshot.py --compare A B      # exit 1 and list the differences
 
 For each input (every corpus file under ../shared/corpus/xla-hlo beside the checkout, or
---corpus DIR, every `.hlo` under tests/data and examples/) and each configuration (the default pipeline, `--passes=`,
-`--strict`), the command runs in-process as `hlo-dedup INPUT --split-input-file -o OUT
+--corpus DIR, every `.hlo` under tests/data and examples/, and each --also file) and each
+configuration (the default pipeline, `--passes=`, `--strict`), the command runs in-process as `hlo-dedup INPUT --split-input-file -o OUT
 --report REPORT.json --dot FOLDS.dot`. The snapshot keeps the exit status, the output
 bytes, the JSON report, the picture and the stderr summary, with every timing removed (they
 are the only thing that may change between two runs). `manifest.tsv` lists one SHA-256 per (configuration, input, kind).
@@ -35,11 +36,11 @@ _DURATION = re.compile(r"\s*\(\d+(?:\.\d+)? (?:µs|ms|s)\)")
 _TIMING_KEYS = frozenset({"timings", "seconds", "wall_seconds"})
 
 
-def inputs(corpus: Path) -> list[Path]:
+def inputs(corpus: Path, also: list[Path]) -> list[Path]:
     found = sorted(corpus.glob("*.hlo")) if corpus.is_dir() else []
     for folder in ("tests/data", "examples"):
         found += sorted((REPO / folder).rglob("*.hlo"))
-    return found
+    return found + [path.resolve() for path in also]
 
 
 def _without_timings(value):  # noqa: ANN001, ANN202 - JSON in, JSON out
@@ -78,13 +79,13 @@ def run_one(source: Path, flags: list[str], work: Path) -> dict[str, bytes]:
     return record
 
 
-def snapshot(out_dir: Path, corpus: Path) -> None:
+def snapshot(out_dir: Path, corpus: Path, also: list[Path]) -> None:
     out_dir, corpus = out_dir.resolve(), corpus.resolve()
     os.chdir(REPO)  # inputs are named relative to the checkout, so two checkouts compare
     work = out_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     manifest: list[str] = []
-    files = inputs(corpus)
+    files = inputs(corpus, also)
     for config, flags in CONFIGS.items():
         for source in files:
             rel = source.relative_to(corpus) if source.is_relative_to(corpus) else source.relative_to(REPO)
@@ -117,6 +118,9 @@ def main() -> int:
     parser.add_argument("--compare", action="store_true", help="compare two snapshot directories")
     parser.add_argument("--corpus", type=Path, default=CORPUS, metavar="DIR",
                         help="the XLA corpus folder (default: ../shared/corpus/xla-hlo beside the checkout)")
+    parser.add_argument("--also", type=Path, nargs="+", default=[], metavar="FILE",
+                        help="more inputs inside the checkout (the real benchmark modules, text or .pb: "
+                             "thousands of folds, which the corpus and test modules do not have)")
     args = parser.parse_args()
     if args.compare:
         if len(args.paths) != 2:
@@ -124,7 +128,7 @@ def main() -> int:
         return compare(*args.paths)
     if len(args.paths) != 1:
         parser.error("give one output directory")
-    snapshot(args.paths[0], args.corpus)
+    snapshot(args.paths[0], args.corpus, args.also)
     return 0
 
 
