@@ -29,6 +29,11 @@ _LINE = re.compile(
     r"(?P<opcode>[a-z][a-z0-9\-]*)\((?P<ops>[^()\n]*)\)(?P<tail>[^\n]*)$",
     re.MULTILINE,
 )
+# A computation header as XLA prints it (the test's own reading).
+_HEADER_LINE = re.compile(
+    r"^(?P<entry>ENTRY )?(?P<name>%?[A-Za-z_][\w.\-]*) (?P<signature>\([^\n]*\)) -> (?P<result>[^\n]*?) \{$",
+    re.MULTILINE,
+)
 _KEY = re.compile(r", ([A-Za-z_][\w.\-]*)=")
 _CALLEE = re.compile(r"\b(to_apply|calls|condition|body|select|scatter|true_computation|false_computation)=%?[\w.\-]+")
 STRAY = (
@@ -48,6 +53,7 @@ class Seed:
     def __init__(self, text: str) -> None:
         self.text = text
         self.lines = list(_LINE.finditer(text))
+        self.headers = list(_HEADER_LINE.finditer(text))
         module = parse_module(text, fast_path=False)
         self.computations = [c.name for c in module.computations]
         self.instructions = [i.name for c in module.computations for i in c.instructions]
@@ -226,10 +232,35 @@ def damage_line(line: re.Match[str], rng: random.Random, seed: Seed) -> str:
     return f"{head}{name}{eq}{shape}{opcode}({ops}){tail}"
 
 
+def damage_header(header: re.Match[str], rng: random.Random, seed: Seed) -> str:
+    entry, name, signature, result = header["entry"] or "", header["name"], header["signature"], header["result"]
+    arrow, brace = " -> ", " {"
+    part = rng.randrange(7)
+    if part == 0:
+        signature = _insert(signature, rng, rng.choice((*STRAY, "(f32[])", "f32[2]{0}", "f32[2]{1,0:T(2)}", "a: (f32[], s32[])")))
+    elif part == 1:
+        result = rng.choice((*SHAPES, "f32[2]{1,0:T(2)}", "(f32[], s32[])", "f32[2]{0} junk", result + " ", ""))
+    elif part == 2:
+        name = rng.choice(("ENTRY", "%ENTRY", "ROOT", name + "(", rng.choice(seed.computations), "%" + name, name.lstrip("%")))
+    elif part == 3:
+        entry = rng.choice(("", "ENTRY ", "ENTRY  ", "ENTRY\t", "entry "))
+    elif part == 4:
+        arrow = rng.choice(("->", " ->", "-> ", "  ->  ", " - > ", " => ", " -> /* c */ ", "\t->\t"))
+    elif part == 5:
+        brace = rng.choice(("{", "  {", " { ", " {\r", " { x = f32[] parameter(0)", " {}", "", " { // c", " {{"))
+    else:
+        return _insert(header.group(), rng)
+    return f"{entry}{name} {signature}{arrow}{result}{brace}"
+
+
 def damaged(seed: Seed, rng: random.Random) -> tuple[str, list[str]]:
-    """`seed` with one to three of its instruction lines damaged (sometimes a stray line
-    after one); also those lines, for the failure message."""
+    """`seed` with one to three of its instruction lines or computation headers damaged
+    (sometimes a stray line after one); also those lines, for the failure message."""
     text = seed.text
+    if seed.headers and rng.random() < 0.25:
+        header = rng.choice(seed.headers)
+        new = damage_header(header, rng, seed)
+        return text[: header.start()] + new + text[header.end() :], [new]
     chosen = sorted({rng.randrange(len(seed.lines)) for _ in range(rng.randrange(1, 4))}, reverse=True)
     shown = []
     for index in chosen:

@@ -38,8 +38,8 @@ _HEADER = re.compile(
     r"[ \t\r\n]*+(ENTRY[ \t]++|)(%?)([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(\([^\n\"'/]*\))[ \t]*->[ \t]*"
     r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n\"'/]*\})?|\([^\n\"'/]*\))[ \t]*(\{)"
 )
-# Signatures and result shapes as XLA prints most of them, accepted without the scanners:
-# no tuple, no bracket nested in another (then `match_group`/`shape_end` end where these do).
+# A signature as XLA prints most of them, accepted without the scanner: no bracket nested
+# in another (then `match_group` ends where it does).
 _FLAT_SIGNATURE = re.compile(r"\((?:[^()\[\]{}\n]++|\[[^()\[\]{}\n]*+\]|\{[^()\[\]{}\n]*+\})*+\)")
 # An attribute tail as XLA prints it, read without the scanner, one `, key=value` per match.
 # At top level a value holds no comma, no `=` but in `<=`, no comment and no whitespace but
@@ -78,9 +78,16 @@ PRIMITIVE_NAMES = frozenset(t.value for t in PrimitiveType)
 # it (a 960-element tuple took it 4 ms).
 _ARRAY = r"([a-z][a-z0-9]*)\[[0-9,]*\](?:\{[0-9][0-9,]*\})?"
 _ARRAY_SHAPE = re.compile(_ARRAY)
-# Both at once, for the common header: a flat signature `->` an array. Where it ends where
-# `_HEADER`'s result shape does, the two above end where `_HEADER`'s groups do.
-_PLAIN_SIGNATURE = re.compile(rf"{_FLAT_SIGNATURE.pattern}[ \t]*->[ \t]*{_ARRAY}")
+# The whole header as XLA prints most of them, in one match of simple repeats: a flat
+# signature (no string, comment or parenthesis in it) `->` an array, and the line ends
+# after the body's `{`, which the next line does not make look like a layout (`_opens_layout`).
+# Whatever it matches, `_HEADER` and the checks after it read the same way (the last `)`
+# before `->` is the signature's); anything else takes them.
+_PRINTED_HEADER = re.compile(
+    r"[ \t\r\n]*+(ENTRY[ \t]++|)(%?)([A-Za-z_][A-Za-z0-9_.\-]*+)[ \t]*+"
+    r"\((?:[^()\[\]{}\n\"'/]++|\[[^()\[\]{}\n\"'/]*+\]|\{[^()\[\]{}\n\"'/]*+\})*+\)[ \t]*+->[ \t]*+"
+    r"([a-z][a-z0-9]*+)\[[0-9,]*+\](?:\{[0-9][0-9,]*+\}|)[ \t]*+(\{)(?=[ \t]*+\n[ \t\r\n]*+[^0-9:\s/])"
+)
 _TUPLE_SHAPE = re.compile(rf"\((?:{_ARRAY}(?:, (?:/\*index=[0-9]+\*/)?{_ARRAY})*+)?\)")
 _ELEMENT_TYPE = re.compile(r"([a-z][a-z0-9]*)\[")
 #: Opcodes XLA's parser cannot infer a result shape for (hlo-text-format §5).
@@ -310,27 +317,32 @@ def printed_header(text: str, pos: int) -> tuple[str, bool, bool, int, int] | No
     """A computation header XLA printed on one line at `pos` (signature and result shape
     checked by the careful reader's scanners when the quick regexes are not enough): its
     name, whether it is ENTRY, whether the name has `%`, and the start and end of the
-    body's `{`; None to let the careful reader decide."""
+    body's `{`; None to let the careful reader decide. The common form takes one match."""
+    m = _PRINTED_HEADER.match(text, pos)
+    if m is not None and m.group(4) in PRIMITIVE_NAMES and (m.group(1) or m.group(3) != "ENTRY"):
+        return m.group(3), m.group(1) != "", m.group(2) == "%", m.start(5), m.end(5)
     m = _HEADER.match(text, pos)
     if m is None:
         return None
     entry, percent, name = m.group(1, 2, 3)
     if not entry and name == "ENTRY":
         return None
-    plain = _PLAIN_SIGNATURE.match(text, m.start(4))
-    if plain is None or plain.end() != m.end(5) or plain.group(1) not in PRIMITIVE_NAMES:
-        flat = _FLAT_SIGNATURE.match(text, m.start(4))
-        shape = _ARRAY_SHAPE.match(text, m.start(5))
-        try:
-            if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
-                return None
-            if (shape is None or shape.end() != m.end(5) or shape.group(1) not in PRIMITIVE_NAMES) and (
-                shape_end(text, m.start(5)) != m.end(5)
-            ):
-                return None
-        except ScanError:
+    flat = _FLAT_SIGNATURE.match(text, m.start(4))
+    try:
+        if (flat is None or flat.end() != m.end(4)) and match_group(text, m.start(4)) != m.end(4):
             return None
+        if not _is_shape(text, m.start(5), m.end(5)) or _opens_layout(text, m.start(6)):
+            return None
+    except ScanError:
+        return None
     return name, entry != "", percent == "%", m.start(6), m.end(6)
+
+
+def _opens_layout(text: str, brace: int) -> bool:
+    """True if the careful reader reads the `{` at `brace`, right after a result shape, as
+    the shape's layout (a digit or `:` comes next) rather than as the body's."""
+    k = skip_trivia(text, brace + 1)
+    return k < len(text) and (text[k].isdigit() or text[k] == ":")
 
 
 def _group_ends(text: str, start: int, end: int) -> bool:

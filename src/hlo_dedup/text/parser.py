@@ -67,8 +67,8 @@ def parse_module(
 ) -> HloModule:
     """Parse one HLO module. Raises HloParseError on any malformed input.
 
-    `fast_path=False` reads every instruction with the careful reader (tests use it to
-    check that the line fast path builds the same IR).
+    `fast_path=False` reads every instruction and every computation header with the careful
+    reader (tests use it to check that the fast paths build the same IR).
     """
     parser = _Parser(text, filename, spmd, first_line, fast=fast_path)
     # Parsing allocates millions of long-lived objects; the cyclic collector would rescan
@@ -230,7 +230,7 @@ class _Parser:
         module = self.module
         assert module is not None
         lead_start = self.pos
-        quick = self.quick_header(lead_start)
+        quick = self.quick_header(lead_start) if self.fast is not None else None
         if quick is not None:
             return self.read_computation(*quick)
         tok, start, end = next_token(text, lead_start)
