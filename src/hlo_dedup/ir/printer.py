@@ -198,17 +198,23 @@ def computation_text_pieces(comp: HloComputation) -> Iterator[str]:
     yield format_computation_head(comp)
     run_start = run_end = -1
     for inst in _emission_order(comp):
-        span = inst.span
-        # Most instructions are neither nested nor compact GTEs: only those ask _hidden.
-        if (span.compact_gte_base is not None or span.host is not None) and _hidden(inst):
-            continue
-        if not span.edited and span.end >= 0 and source is not None:
-            lead_start = span.start - len(span.lead)
+        span = inst._span
+        if type(span) is tuple and source is not None:
+            # The span's fields as the reader left them: the line is unedited and its own.
+            lead_start, end = span[1] - len(span[0]), span[3]
+        else:
+            span = inst.span
+            # Most instructions are neither nested nor compact GTEs: only those ask _hidden.
+            if (span.compact_gte_base is not None or span.host is not None) and _hidden(inst):
+                continue
+            unedited = not span.edited and span.end >= 0 and source is not None
+            lead_start, end = (span.start - len(span.lead), span.end) if unedited else (-1, -1)
+        if end >= 0:
             if lead_start != run_end:
                 if run_end >= 0:
-                    yield source[run_start:run_end]
+                    yield source[run_start:run_end]  # type: ignore[index]
                 run_start = lead_start
-            run_end = span.end
+            run_end = end
             continue
         if run_end >= 0:
             yield source[run_start:run_end]  # type: ignore[index]
