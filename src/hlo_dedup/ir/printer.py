@@ -190,10 +190,9 @@ def computation_text_pieces(comp: HloComputation) -> Iterator[str]:
     are copied as one slice of it and the rest are printed line by line."""
     module = comp.parent
     source = module.source.text if module is not None and module.source is not None else None
-    whole = comp.span
-    if source is not None and whole is not None and whole.body_end >= 0 and comp._sig and not (
-            comp._changed or comp._reorder):
-        yield whole.head + source[whole.start + 1 : whole.body_end] + whole.tail
+    unchanged = _unchanged_range(comp) if source is not None else None
+    if unchanged is not None:
+        yield source[unchanged[0] : unchanged[1]]  # type: ignore[index]
         return
     yield format_computation_head(comp)
     run_start = run_end = -1
@@ -226,6 +225,15 @@ def computation_text_pieces(comp: HloComputation) -> Iterator[str]:
     yield comp.span.tail if comp.span is not None else "\n}"
 
 
+def _unchanged_range(comp: HloComputation) -> tuple[int, int] | None:
+    """Where the computation's text is in the source (the whitespace before its header to
+    the end of its closing text), while it is exactly that text; None once it must be printed."""
+    whole = comp.span
+    if whole is None or whole.body_end < 0 or not comp._sig or comp._changed or comp._reorder:
+        return None
+    return whole.start + 1 - len(whole.head), whole.body_end + len(whole.tail)
+
+
 def format_module(module: HloModule) -> str:
     return "".join(module_text_pieces(module))
 
@@ -234,10 +242,28 @@ def module_text_pieces(module: HloModule) -> Iterator[str]:
     """The module's text in pieces, for a writer that streams it: a module of a million
     instructions is never one string (nor one more as bytes) next to its IR."""
     source = module.source
-    if source is not None:
-        yield source.head
-    else:
+    if source is None:
         yield f"HloModule {module.name}" + "".join(f", {k}={v}" for k, v in module.header_attributes)
+        for comp in module.computations:
+            yield from computation_text_pieces(comp)
+        yield "\n"
+        return
+    yield source.head
+    text = source.text
+    run_start = run_end = -1  # unchanged computations next to each other in the source: one slice
     for comp in module.computations:
+        unchanged = _unchanged_range(comp)
+        if unchanged is not None:
+            if unchanged[0] != run_end:
+                if run_end >= 0:
+                    yield text[run_start:run_end]
+                run_start = unchanged[0]
+            run_end = unchanged[1]
+            continue
+        if run_end >= 0:
+            yield text[run_start:run_end]
+            run_start = run_end = -1
         yield from computation_text_pieces(comp)
-    yield source.tail if source is not None else "\n"
+    if run_end >= 0:
+        yield text[run_start:run_end]
+    yield source.tail
