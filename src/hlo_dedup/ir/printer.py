@@ -8,7 +8,6 @@ own format (hlo-text-format §5.1, §10), so XLA's parser reads it back.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator
 
 from ..syntax.lexer import ScanError, skip_trivia
@@ -110,7 +109,7 @@ def format_instruction(inst: HloInstruction) -> str:
 def _without_layout(shape: Shape) -> Shape:
     if shape.tuple_shapes is not None:
         return Shape.tuple_of([_without_layout(s) for s in shape.tuple_shapes])
-    return replace(shape, layout=None)
+    return shape.replaced(layout=None)
 
 
 def _signature(comp: HloComputation) -> str:

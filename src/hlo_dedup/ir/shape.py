@@ -20,8 +20,9 @@ from __future__ import annotations
 import enum
 import functools
 import math
-from dataclasses import dataclass, replace
 from typing import ClassVar
+
+from ..frozen import Frozen
 
 
 __all__ = [
@@ -141,31 +142,37 @@ _BIT_WIDTH: dict[PrimitiveType, int] = {
 PRIMITIVE_TYPES_BY_NAME: dict[str, PrimitiveType] = {t.value: t for t in PrimitiveType}
 
 
-@dataclass(frozen=True, slots=True)
-class Tile:
+_set = object.__setattr__
+
+
+class Tile(Frozen):
     """One ``(d0,d1,...)`` group of a ``T`` tiling; ``COMBINE`` stands for ``*``."""
 
-    dimensions: tuple[int, ...]
+    __slots__ = ("dimensions",)
 
     COMBINE: ClassVar[int] = -1
+
+    def __init__(self, dimensions: tuple[int, ...]) -> None:
+        _set(self, "dimensions", dimensions)
 
     def to_text(self) -> str:
         return "(" + ",".join("*" if d == Tile.COMBINE else str(d) for d in self.dimensions) + ")"
 
 
-@dataclass(frozen=True, slots=True)
-class SplitConfig:
+class SplitConfig(Frozen):
     """One ``(dimension:i0,i1,...)`` group of an ``SC`` layout field."""
 
-    dimension: int
-    split_indices: tuple[int, ...]
+    __slots__ = ("dimension", "split_indices")
+
+    def __init__(self, dimension: int, split_indices: tuple[int, ...]) -> None:
+        _set(self, "dimension", dimension)
+        _set(self, "split_indices", split_indices)
 
     def to_text(self) -> str:
         return f"({self.dimension}:{','.join(map(str, self.split_indices))})"
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
+class Layout(Frozen):
     """An array layout with every field of XLA's ``Layout`` that the text carries.
 
     ``dim_level_types`` holds the raw items of a ``D(...)`` field (e.g. ``"C+"``).
@@ -174,17 +181,35 @@ class Layout:
     ``Layout::Equal``, not compared.
     """
 
-    minor_to_major: tuple[int, ...]
-    tiles: tuple[Tile, ...] = ()
-    tail_padding_alignment: int = 1
-    index_primitive_type: PrimitiveType | None = None
-    pointer_primitive_type: PrimitiveType | None = None
-    element_size_in_bits: int = 0
-    memory_space: int = 0
-    split_configs: tuple[SplitConfig, ...] = ()
-    physical_shape: Shape | None = None
-    dynamic_shape_metadata_prefix_bytes: int = 0
-    dim_level_types: tuple[str, ...] = ()
+    __slots__ = ("minor_to_major", "tiles", "tail_padding_alignment", "index_primitive_type",
+                 "pointer_primitive_type", "element_size_in_bits", "memory_space", "split_configs",
+                 "physical_shape", "dynamic_shape_metadata_prefix_bytes", "dim_level_types")
+
+    def __init__(
+        self,
+        minor_to_major: tuple[int, ...],
+        tiles: tuple[Tile, ...] = (),
+        tail_padding_alignment: int = 1,
+        index_primitive_type: PrimitiveType | None = None,
+        pointer_primitive_type: PrimitiveType | None = None,
+        element_size_in_bits: int = 0,
+        memory_space: int = 0,
+        split_configs: tuple[SplitConfig, ...] = (),
+        physical_shape: Shape | None = None,
+        dynamic_shape_metadata_prefix_bytes: int = 0,
+        dim_level_types: tuple[str, ...] = (),
+    ) -> None:
+        _set(self, "minor_to_major", minor_to_major)
+        _set(self, "tiles", tiles)
+        _set(self, "tail_padding_alignment", tail_padding_alignment)
+        _set(self, "index_primitive_type", index_primitive_type)
+        _set(self, "pointer_primitive_type", pointer_primitive_type)
+        _set(self, "element_size_in_bits", element_size_in_bits)
+        _set(self, "memory_space", memory_space)
+        _set(self, "split_configs", split_configs)
+        _set(self, "physical_shape", physical_shape)
+        _set(self, "dynamic_shape_metadata_prefix_bytes", dynamic_shape_metadata_prefix_bytes)
+        _set(self, "dim_level_types", dim_level_types)
 
     @staticmethod
     def default(rank: int) -> Layout:
@@ -239,8 +264,7 @@ def _default_layout(rank: int) -> Layout:
     return Layout(tuple(range(rank - 1, -1, -1)))
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
+class Shape(Frozen):
     """An array, token, opaque, tuple or buffer shape.
 
     * array: ``element_type`` set, ``dimensions``/``dynamic`` per dimension,
@@ -254,28 +278,35 @@ class Shape:
     XLA's notion of equality.
     """
 
-    element_type: PrimitiveType | None
-    dimensions: tuple[int, ...] = ()
-    dynamic: tuple[bool, ...] = ()
-    layout: Layout | None = None
-    tuple_shapes: tuple[Shape, ...] | None = None
-    buffer: bool = False
+    __slots__ = ("element_type", "dimensions", "dynamic", "layout", "tuple_shapes", "buffer")
 
-    def __post_init__(self) -> None:
-        if self.tuple_shapes is not None:
-            if self.element_type is not None or self.dimensions or self.layout is not None or self.buffer:
+    def __init__(
+        self,
+        element_type: PrimitiveType | None,
+        dimensions: tuple[int, ...] = (),
+        dynamic: tuple[bool, ...] = (),
+        layout: Layout | None = None,
+        tuple_shapes: tuple[Shape, ...] | None = None,
+        buffer: bool = False,
+    ) -> None:
+        if tuple_shapes is not None:
+            if element_type is not None or dimensions or layout is not None or buffer:
                 raise ValueError("a tuple shape has only tuple_shapes")
-            return
-        if self.element_type is None:
+        elif element_type is None:
             raise ValueError("a non-tuple shape needs an element type")
-        if len(self.dynamic) != len(self.dimensions):
-            if self.dynamic:
-                raise ValueError("dynamic flags must match the dimensions")
-            object.__setattr__(self, "dynamic", (False,) * len(self.dimensions))
-        if not self.element_type.is_array_type and (
-            self.dimensions or self.layout is not None or self.buffer
-        ):
-            raise ValueError(f"{self.element_type.value} shapes have no dimensions or layout")
+        else:
+            if len(dynamic) != len(dimensions):
+                if dynamic:
+                    raise ValueError("dynamic flags must match the dimensions")
+                dynamic = (False,) * len(dimensions)
+            if not element_type.is_array_type and (dimensions or layout is not None or buffer):
+                raise ValueError(f"{element_type.value} shapes have no dimensions or layout")
+        _set(self, "element_type", element_type)
+        _set(self, "dimensions", dimensions)
+        _set(self, "dynamic", dynamic)
+        _set(self, "layout", layout)
+        _set(self, "tuple_shapes", tuple_shapes)
+        _set(self, "buffer", buffer)
 
     @staticmethod
     def array(
@@ -335,7 +366,7 @@ class Shape:
         if self.tuple_shapes is not None:
             return Shape.tuple_of([s.with_default_layout() for s in self.tuple_shapes])
         if self.layout is None and self.element_type is not None and self.element_type.is_array_type:
-            return replace(self, layout=_default_layout(len(self.dimensions)))
+            return self.replaced(layout=_default_layout(len(self.dimensions)))
         return self
 
     def layout_key(self) -> tuple[object, ...]:
@@ -427,7 +458,7 @@ def _equal(
         )  # fmt: skip
     if a.buffer or b.buffer:
         # XLA compares buffer contents with plain operator==, whatever the flags.
-        return a.buffer and b.buffer and shapes_equal(replace(a, buffer=False), replace(b, buffer=False))
+        return a.buffer and b.buffer and shapes_equal(a.replaced(buffer=False), b.replaced(buffer=False))
     if not a.is_array:
         return a.element_type is b.element_type
     if not b.is_array:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import replace
 
 from ..syntax.cursor import SKIP_RE, TextCursor, TextSyntaxError
 from .shape import PRIMITIVE_TYPES_BY_NAME, UNBOUNDED_SIZE, Layout, PrimitiveType, Shape, SplitConfig, Tile
@@ -131,7 +130,7 @@ class _ShapeParser(TextCursor):
                     if not inner.is_array:
                         raise self.error("a buffer shape must hold an array shape", start)
                     self.expect(")", "to end buffer shape")
-                    return replace(inner, buffer=True)
+                    return inner.replaced(buffer=True)
                 self.pos = start
             return self.array_shape()
         finally:

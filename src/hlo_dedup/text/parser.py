@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import re
 import sys
-from dataclasses import dataclass
 
 from ..ir.attributes import read_parameter_number
 from ..ir.computation import HloComputation
@@ -108,12 +107,18 @@ def _has_hlo(piece: str) -> bool:
         return True
 
 
-@dataclass
 class _Operand:
-    name: str
-    offset: int
-    indices: tuple[int, ...] = ()
-    nested: HloInstruction | None = None
+    """An operand as the careful reader finds it: a name (with `#i` indices of a compact
+    get-tuple-element) or an instruction written in place."""
+
+    __slots__ = ("name", "offset", "indices", "nested")
+
+    def __init__(self, name: str, offset: int, indices: tuple[int, ...] = (),
+                 nested: HloInstruction | None = None) -> None:
+        self.name = name
+        self.offset = offset
+        self.indices = indices
+        self.nested = nested
 
 
 class _Parser:
