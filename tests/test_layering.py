@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hlo_dedup"
 
 #: The core, bottom to top: a unit may import only units of its own layer or below.
 CORE_LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"syntax", "logs", "frozen"}),
+    frozenset({"syntax", "logs", "plain"}),
     frozenset({"ir"}),
     frozenset({"text", "analysis"}),
     frozenset({"passes"}),

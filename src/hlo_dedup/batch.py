@@ -44,7 +44,7 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence, TextIO
 
 from .io.discovery import Discovery, Skipped, discover
@@ -135,7 +135,7 @@ def process_input(task: Task, options: RunOptions) -> InputResult:
     logged is kept in the result instead of printed. The output keeps the input's format
     unless the options name one."""
     if options.output_format is None and task.format is not None:
-        options = replace(options, output_format=task.format)
+        options = options.replaced(output_format=task.format)
     log = io.StringIO()
     result = run_input(task.input, task.output, options, stdin=io.BytesIO(), stdout=io.BytesIO(), log=log)
     result.log = log.getvalue()

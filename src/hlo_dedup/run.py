@@ -18,9 +18,9 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence, TextIO
 
+from .plain import FrozenRecord
 from .io.files import check_output, same_file_key, write_file
 from .io.formats import (
     STDIO,
@@ -86,31 +86,28 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-@dataclass(frozen=True)
-class RunOptions:
+class RunOptions(FrozenRecord):
     """Everything a run is asked to do, typed; the same for every input of a batch run.
 
     `output_format` None: from each output's name. `report`, `dot` and `html` name the run's
     aggregate outputs (`-`: standard output); they cover every module of the run.
     `report_only`: run everything but write no module output (the aggregate outputs still are).
+    `max_peak_increase`: bytes; folds raising a peak by more are refused.
     `command_line` is the command as typed, for the page to say what produced it.
     """
 
-    passes: tuple[str, ...] = DEFAULT_PIPELINE
-    input_format: str | None = None
-    output_format: str | None = None
-    split_input_file: bool = False
-    strict: bool = False
-    max_peak_increase: int | None = None  # bytes: refuse folds raising a peak by more
-    spmd: bool = True
-    verify: bool = False
-    v: int = 0
-    vmodule: str = ""
-    report: str | None = None
-    dot: str | None = None
-    report_only: bool = False
-    html: str | None = None
-    command_line: str = ""
+    __slots__ = ("passes", "input_format", "output_format", "split_input_file", "strict", "max_peak_increase",
+                 "spmd", "verify", "v", "vmodule", "report", "dot", "report_only", "html", "command_line")
+
+    def __init__(self, passes: tuple[str, ...] = DEFAULT_PIPELINE, input_format: str | None = None,
+                 output_format: str | None = None, split_input_file: bool = False, strict: bool = False,
+                 max_peak_increase: int | None = None, spmd: bool = True, verify: bool = False, v: int = 0,
+                 vmodule: str = "", report: str | None = None, dot: str | None = None, report_only: bool = False,
+                 html: str | None = None, command_line: str = "") -> None:
+        for name, value in zip(self.__slots__, (passes, input_format, output_format, split_input_file, strict,
+                                                max_peak_increase, spmd, verify, v, vmodule, report, dot,
+                                                report_only, html, command_line)):
+            object.__setattr__(self, name, value)
 
     @property
     def verbose(self) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from dataclasses import replace
 
 from support import JAX_DATA, REPO
 
@@ -17,7 +16,7 @@ HAZARDS = REPO / "tests" / "data" / "hazards"
 
 def _report(paths, strict: bool = False, batch: bool = False) -> RunReport:  # type: ignore[no-untyped-def]
     options = RunOptions(strict=strict)
-    results = [run_input(str(p), "-", replace(options, report_only=True)) for p in paths]
+    results = [run_input(str(p), "-", options.replaced(report_only=True)) for p in paths]
     assert all(r.ok for r in results), [r.error for r in results]
     return RunReport("-", "-", "hlo", "hlo", options.passes, strict=strict, inputs=results,
                      batch=BatchInfo(tuple(map(str, paths)), "out", 1, 0.0) if batch else None)

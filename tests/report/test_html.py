@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ EVIL = '"><script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
 
 
 def report_of(paths: list[Path], options: RunOptions = RunOptions(), batch: bool = False) -> RunReport:
-    results = [run_input(str(p), "-", replace(options, report_only=True)) for p in paths]
+    results = [run_input(str(p), "-", options.replaced(report_only=True)) for p in paths]
     assert all(r.ok for r in results), [r.error for r in results]
     return RunReport(str(paths[0]), "-", "hlo", "hlo", options.passes, strict=options.strict, inputs=results,
                      max_peak_increase=options.max_peak_increase,
@@ -104,6 +103,11 @@ def hostile(report: RunReport) -> RunReport:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return dataclasses.replace(value, **{f.name: poison(getattr(value, f.name), f.name)
                                                 for f in dataclasses.fields(value) if f.init})
+        if type(value).__module__.startswith("hlo_dedup.") and getattr(value, "__slots__", ()):
+            copy = object.__new__(type(value))  # a record: every field poisoned, set past its immutability
+            for name in value.__slots__:
+                object.__setattr__(copy, name, poison(getattr(value, name), name))
+            return copy
         return value
 
     return poison(report)

@@ -22,7 +22,7 @@ import functools
 import math
 from typing import ClassVar
 
-from ..frozen import Frozen
+from ..plain import FrozenRecord
 
 
 __all__ = [
@@ -145,7 +145,7 @@ PRIMITIVE_TYPES_BY_NAME: dict[str, PrimitiveType] = {t.value: t for t in Primiti
 _set = object.__setattr__
 
 
-class Tile(Frozen):
+class Tile(FrozenRecord):
     """One ``(d0,d1,...)`` group of a ``T`` tiling; ``COMBINE`` stands for ``*``."""
 
     __slots__ = ("dimensions",)
@@ -159,7 +159,7 @@ class Tile(Frozen):
         return "(" + ",".join("*" if d == Tile.COMBINE else str(d) for d in self.dimensions) + ")"
 
 
-class SplitConfig(Frozen):
+class SplitConfig(FrozenRecord):
     """One ``(dimension:i0,i1,...)`` group of an ``SC`` layout field."""
 
     __slots__ = ("dimension", "split_indices")
@@ -172,7 +172,7 @@ class SplitConfig(Frozen):
         return f"({self.dimension}:{','.join(map(str, self.split_indices))})"
 
 
-class Layout(Frozen):
+class Layout(FrozenRecord):
     """An array layout with every field of XLA's ``Layout`` that the text carries.
 
     ``dim_level_types`` holds the raw items of a ``D(...)`` field (e.g. ``"C+"``).
@@ -264,7 +264,7 @@ def _default_layout(rank: int) -> Layout:
     return Layout(tuple(range(rank - 1, -1, -1)))
 
 
-class Shape(Frozen):
+class Shape(FrozenRecord):
     """An array, token, opaque, tuple or buffer shape.
 
     * array: ``element_type`` set, ``dimensions``/``dynamic`` per dimension,

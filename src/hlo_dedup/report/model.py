@@ -2,16 +2,16 @@
 
 `hlo_dedup.run.run_input` fills one `InputResult` per input; a single-file run wraps its one
 result in a `RunReport`, a batch run (`hlo_dedup.batch`) the results its worker processes
-sent back (hence plain, picklable dataclasses). Every aggregate output — the JSON report,
+sent back (hence plain, picklable records). Every aggregate output — the JSON report,
 the stderr summary, the Graphviz picture — is rendered from a `RunReport`, so both modes
 print the same thing the same way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..plain import FrozenRecord, Record
 from ..passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
 
 if TYPE_CHECKING:
@@ -25,17 +25,20 @@ STATUS_NAMES = {EXIT_OK: "ok", EXIT_PASS_FAILED: "pass_failed", EXIT_INPUT_ERROR
 PHASES = ("parse", "passes", "print")
 
 
-@dataclass
-class ModuleRun:
+class ModuleRun(Record):
     """One module's passes (after a pass failure: those before the failing one) and, with
     --verify, the verdict of running it before and after on XLA:CPU."""
 
-    name: str
-    input: str
-    index: int
-    passes: list[PassResult] = field(default_factory=list)
-    seconds: float = 0.0
-    verify: dict[str, Any] | None = None
+    __slots__ = ("name", "input", "index", "passes", "seconds", "verify")
+
+    def __init__(self, name: str, input: str, index: int, passes: list[PassResult] | None = None,
+                 seconds: float = 0.0, verify: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.input = input
+        self.index = index
+        self.passes: list[PassResult] = [] if passes is None else passes
+        self.seconds = seconds
+        self.verify = verify
 
     @property
     def changed(self) -> bool:
@@ -73,8 +76,7 @@ class ModuleRun:
         return max([after - before for before, after in self.peak_changes().values()] + [0])
 
 
-@dataclass
-class InputResult:
+class InputResult(Record):
     """One input taken through read -> passes -> output: what it did, and how it ended.
 
     `error` is the one line the command prints for a failure (None on success);
@@ -83,20 +85,28 @@ class InputResult:
     says so); summaries group by them.
     """
 
-    input: str
-    output: str | None
-    input_format: str | None = None
-    output_format: str | None = None
-    modules: list[ModuleRun] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
-    exit_status: int = EXIT_OK
-    error: str | None = None
-    bytes_in: int = 0
-    bytes_out: int | None = None  # what was written; None when nothing was
-    seconds: float = 0.0
-    log: str = ""  # batch mode: what the run logged (VLOG lines, --verify lines)
-    module: str | None = None
-    stage: str | None = None
+    __slots__ = ("input", "output", "input_format", "output_format", "modules", "timings", "exit_status", "error",
+                 "bytes_in", "bytes_out", "seconds", "log", "module", "stage")
+
+    def __init__(self, input: str, output: str | None, input_format: str | None = None,
+                 output_format: str | None = None, modules: list[ModuleRun] | None = None,
+                 timings: dict[str, float] | None = None, exit_status: int = EXIT_OK, error: str | None = None,
+                 bytes_in: int = 0, bytes_out: int | None = None, seconds: float = 0.0, log: str = "",
+                 module: str | None = None, stage: str | None = None) -> None:
+        self.input = input
+        self.output = output
+        self.input_format = input_format
+        self.output_format = output_format
+        self.modules: list[ModuleRun] = [] if modules is None else modules
+        self.timings: dict[str, float] = dict.fromkeys(PHASES, 0.0) if timings is None else timings
+        self.exit_status = exit_status
+        self.error = error
+        self.bytes_in = bytes_in
+        self.bytes_out = bytes_out  # what was written; None when nothing was
+        self.seconds = seconds
+        self.log = log  # batch mode: what the run logged (VLOG lines, --verify lines)
+        self.module = module
+        self.stage = stage
 
     @property
     def ok(self) -> bool:
@@ -107,20 +117,19 @@ class InputResult:
         return STATUS_NAMES.get(self.exit_status, "pass_failed")
 
 
-@dataclass(frozen=True)
-class BatchInfo:
+class BatchInfo(FrozenRecord):
     """What only a batch run has: its arguments, workers, wall time and the files it skipped
     (`output_dir` None: --report-only)."""
 
-    arguments: tuple[str, ...]
-    output_dir: str | None
-    workers: int
-    wall_seconds: float
-    skipped: tuple[Skipped, ...] = ()
+    __slots__ = ("arguments", "output_dir", "workers", "wall_seconds", "skipped")
+
+    def __init__(self, arguments: tuple[str, ...], output_dir: str | None, workers: int, wall_seconds: float,
+                 skipped: tuple[Skipped, ...] = ()) -> None:
+        for name, value in zip(self.__slots__, (arguments, output_dir, workers, wall_seconds, skipped)):
+            object.__setattr__(self, name, value)
 
 
-@dataclass
-class RunReport:
+class RunReport(Record):
     """A whole run: its options, every input's result and, for a batch run, `batch`.
 
     `input`/`output`/the formats describe the run as a whole: a single-file run's own, or a
@@ -128,17 +137,24 @@ class RunReport:
     `output` is None and `report_only` true when no module output was written (--report-only).
     """
 
-    input: str
-    output: str | None
-    input_format: str
-    output_format: str
-    pipeline: Sequence[str]
-    strict: bool = False
-    spmd: bool = True
-    inputs: list[InputResult] = field(default_factory=list)
-    batch: BatchInfo | None = None
-    max_peak_increase: int | None = None
-    report_only: bool = False
+    __slots__ = ("input", "output", "input_format", "output_format", "pipeline", "strict", "spmd", "inputs",
+                 "batch", "max_peak_increase", "report_only")
+
+    def __init__(self, input: str, output: str | None, input_format: str, output_format: str,
+                 pipeline: Sequence[str], strict: bool = False, spmd: bool = True,
+                 inputs: list[InputResult] | None = None, batch: BatchInfo | None = None,
+                 max_peak_increase: int | None = None, report_only: bool = False) -> None:
+        self.input = input
+        self.output = output
+        self.input_format = input_format
+        self.output_format = output_format
+        self.pipeline = pipeline
+        self.strict = strict
+        self.spmd = spmd
+        self.inputs: list[InputResult] = [] if inputs is None else inputs
+        self.batch = batch
+        self.max_peak_increase = max_peak_increase
+        self.report_only = report_only
 
     @property
     def modules(self) -> list[ModuleRun]:
