@@ -4,7 +4,7 @@ What a dataclass gives, written out: the `dataclasses` module imports `inspect` 
 each class's methods from source when the class is made, about a tenth of what every run of
 the command spends before reading a byte. A subclass names its fields in `__slots__` (in
 order) and sets each in `__init__`, whose parameters are the fields (so `replaced` goes
-through its checks); a `FrozenRecord` sets them with `object.__setattr__`.
+through its checks); a `FrozenRecord` sets them with `init_frozen`.
 """
 
 from __future__ import annotations
@@ -59,9 +59,14 @@ class FrozenRecord(Record):
         return _restore, (type(self), self.fields())
 
 
+def init_frozen(record: FrozenRecord, *values: object) -> None:
+    """Set a frozen record's fields to `values`, in `__slots__` order (from its `__init__`)."""
+    for name, value in zip(record.__slots__, values):
+        object.__setattr__(record, name, value)
+
+
 def _restore(cls: type[_R], fields: tuple[object, ...]) -> _R:
     """Unpickle a frozen record: its fields as they were, without running `__init__` again."""
     record = object.__new__(cls)
-    for name, value in zip(cls.__slots__, fields):
-        object.__setattr__(record, name, value)
+    init_frozen(record, *fields)  # type: ignore[arg-type]
     return record

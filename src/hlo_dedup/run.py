@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Callable, Iterator, Sequence, TextIO
 
-from .plain import FrozenRecord
+from .plain import FrozenRecord, init_frozen
 from .io.files import check_output, same_file_key, write_file
 from .io.formats import (
     STDIO,
@@ -104,10 +104,8 @@ class RunOptions(FrozenRecord):
                  max_peak_increase: int | None = None, spmd: bool = True, verify: bool = False, v: int = 0,
                  vmodule: str = "", report: str | None = None, dot: str | None = None, report_only: bool = False,
                  html: str | None = None, command_line: str = "") -> None:
-        for name, value in zip(self.__slots__, (passes, input_format, output_format, split_input_file, strict,
-                                                max_peak_increase, spmd, verify, v, vmodule, report, dot,
-                                                report_only, html, command_line)):
-            object.__setattr__(self, name, value)
+        init_frozen(self, passes, input_format, output_format, split_input_file, strict, max_peak_increase, spmd,
+                    verify, v, vmodule, report, dot, report_only, html, command_line)
 
     @property
     def verbose(self) -> bool:

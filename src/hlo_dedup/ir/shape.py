@@ -22,7 +22,7 @@ import functools
 import math
 from typing import ClassVar
 
-from ..plain import FrozenRecord
+from ..plain import FrozenRecord, init_frozen
 
 
 __all__ = [
@@ -142,9 +142,6 @@ _BIT_WIDTH: dict[PrimitiveType, int] = {
 PRIMITIVE_TYPES_BY_NAME: dict[str, PrimitiveType] = {t.value: t for t in PrimitiveType}
 
 
-_set = object.__setattr__
-
-
 class Tile(FrozenRecord):
     """One ``(d0,d1,...)`` group of a ``T`` tiling; ``COMBINE`` stands for ``*``."""
 
@@ -153,7 +150,7 @@ class Tile(FrozenRecord):
     COMBINE: ClassVar[int] = -1
 
     def __init__(self, dimensions: tuple[int, ...]) -> None:
-        _set(self, "dimensions", dimensions)
+        init_frozen(self, dimensions)
 
     def to_text(self) -> str:
         return "(" + ",".join("*" if d == Tile.COMBINE else str(d) for d in self.dimensions) + ")"
@@ -165,8 +162,7 @@ class SplitConfig(FrozenRecord):
     __slots__ = ("dimension", "split_indices")
 
     def __init__(self, dimension: int, split_indices: tuple[int, ...]) -> None:
-        _set(self, "dimension", dimension)
-        _set(self, "split_indices", split_indices)
+        init_frozen(self, dimension, split_indices)
 
     def to_text(self) -> str:
         return f"({self.dimension}:{','.join(map(str, self.split_indices))})"
@@ -199,17 +195,9 @@ class Layout(FrozenRecord):
         dynamic_shape_metadata_prefix_bytes: int = 0,
         dim_level_types: tuple[str, ...] = (),
     ) -> None:
-        _set(self, "minor_to_major", minor_to_major)
-        _set(self, "tiles", tiles)
-        _set(self, "tail_padding_alignment", tail_padding_alignment)
-        _set(self, "index_primitive_type", index_primitive_type)
-        _set(self, "pointer_primitive_type", pointer_primitive_type)
-        _set(self, "element_size_in_bits", element_size_in_bits)
-        _set(self, "memory_space", memory_space)
-        _set(self, "split_configs", split_configs)
-        _set(self, "physical_shape", physical_shape)
-        _set(self, "dynamic_shape_metadata_prefix_bytes", dynamic_shape_metadata_prefix_bytes)
-        _set(self, "dim_level_types", dim_level_types)
+        init_frozen(self, minor_to_major, tiles, tail_padding_alignment, index_primitive_type, pointer_primitive_type,
+                    element_size_in_bits, memory_space, split_configs, physical_shape,
+                    dynamic_shape_metadata_prefix_bytes, dim_level_types)
 
     @staticmethod
     def default(rank: int) -> Layout:
@@ -301,12 +289,7 @@ class Shape(FrozenRecord):
                 dynamic = (False,) * len(dimensions)
             if not element_type.is_array_type and (dimensions or layout is not None or buffer):
                 raise ValueError(f"{element_type.value} shapes have no dimensions or layout")
-        _set(self, "element_type", element_type)
-        _set(self, "dimensions", dimensions)
-        _set(self, "dynamic", dynamic)
-        _set(self, "layout", layout)
-        _set(self, "tuple_shapes", tuple_shapes)
-        _set(self, "buffer", buffer)
+        init_frozen(self, element_type, dimensions, dynamic, layout, tuple_shapes, buffer)
 
     @staticmethod
     def array(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..plain import FrozenRecord, Record
+from ..plain import FrozenRecord, Record, init_frozen
 from ..passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
 
 if TYPE_CHECKING:
@@ -125,8 +125,7 @@ class BatchInfo(FrozenRecord):
 
     def __init__(self, arguments: tuple[str, ...], output_dir: str | None, workers: int, wall_seconds: float,
                  skipped: tuple[Skipped, ...] = ()) -> None:
-        for name, value in zip(self.__slots__, (arguments, output_dir, workers, wall_seconds, skipped)):
-            object.__setattr__(self, name, value)
+        init_frozen(self, arguments, output_dir, workers, wall_seconds, skipped)
 
 
 class RunReport(Record):
