@@ -141,11 +141,61 @@ def _printed_attribute_pattern() -> re.Pattern[str]:
 _PRINTED_ATTRIBUTE: re.Pattern[str] | None = None
 
 
+#: Split pieces by text: XLA repeats a layer's attribute tails layer after layer, and the
+#: metadata that ends most of them even where the heads differ (`channel_id=N`).
+_PIECES: dict[str, tuple[tuple[str, str], ...] | None] = {}
+_METADATA_KEY = ", metadata="
+#: A leading attribute whose value is one plain word (`, channel_id=7`, `, calls=%f.3`): the
+#: printed-form pattern reads it as exactly this value, since no value goes on past `, `.
+_PLAIN_ATTRIBUTE = re.compile(
+    r", ([A-Za-z_][A-Za-z0-9_.\-]*+)=(%?[A-Za-z0-9_.\-]++)(?=, [A-Za-z_][A-Za-z0-9_.\-]*+=(?!=)|\Z)"
+)
+
+
 def split_printed(text: str) -> list[tuple[str, str]] | None:
     """The `(key, raw value)` pairs of an attribute text in XLA's printed form, the same as
     the careful split gives; None for any other text (comments, other spacing, values the
     careful scanner must read token by token), which the careful split then reads. One
-    regex match per attribute instead of a scan per character."""
+    regex match per attribute instead of a scan per character.
+
+    The text is read as two pieces split before `, metadata=`; when both tile, so does the
+    whole, the same way (no value reaches across the cut: an open bracket or string keeps
+    the first piece from tiling, and no value goes on past a top-level `, `). Otherwise the
+    whole text is read. Each piece is remembered by its text, after the leading attributes
+    with a plain value (a channel id, a called computation) that keep a head unique."""
+    cut = text.find(_METADATA_KEY)
+    if cut > 0:
+        head = _read_piece(text[:cut])
+        if head is not None:
+            rest = _read_piece(text[cut:])
+            if rest is not None:
+                return head + rest
+    return _read_piece(text)
+
+
+def _read_piece(text: str) -> list[tuple[str, str]] | None:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        piece = text[pos:] if pos else text
+        found = _PIECES.get(piece, False)
+        if found is not False:
+            break
+        plain = _PLAIN_ATTRIBUTE.match(text, pos)
+        if plain is None or "ROOT" in plain.group(2):  # ROOT ends a value: the whole split declines
+            if len(_PIECES) >= 8192:
+                _PIECES.clear()
+            found = _PIECES[piece] = _split_printed(piece)
+            break
+        out.append(plain.groups())  # type: ignore[arg-type]
+        pos = plain.end()
+    if found is None:
+        return None
+    out.extend(found)  # type: ignore[arg-type]
+    return out
+
+
+def _split_printed(text: str) -> tuple[tuple[str, str], ...] | None:
     global _PRINTED_ATTRIBUTE
     pattern = _PRINTED_ATTRIBUTE
     if pattern is None:
@@ -162,7 +212,7 @@ def split_printed(text: str) -> list[tuple[str, str]] | None:
             return None
         out.append((key, value))
         pos = m.end()
-    return out
+    return tuple(out)
 
 
 def raw_attribute(inst: HloInstruction, key: str) -> str | None:

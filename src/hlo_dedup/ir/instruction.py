@@ -224,11 +224,15 @@ class HloInstruction:
     def source_line(self) -> str | None:
         """The instruction's line as read, while it is unchanged; None once it must be
         regenerated (or when it was not read from text)."""
-        span = self.span
-        if span.edited or span.end < 0:
+        span = self._span
+        if type(span) is tuple:  # as read, never asked for its span: the line is unchanged
+            start, end = span[1], span[3]
+        elif span.edited or span.end < 0:
             return None
+        else:
+            start, end = span.start, span.end
         source = self._source()
-        return None if source is None else source[span.start : span.end]
+        return None if source is None else source[start:end]
 
     def source_location(self) -> tuple[str, int, int] | None:
         """(file, line, column) where the instruction was read, if it was."""
@@ -241,11 +245,12 @@ class HloInstruction:
     @property
     def _attr_text(self) -> str | None:
         """The raw `, key=value...` text; None once the attribute list was edited."""
-        span = self.span
-        if span.tail_start >= 0:
+        span = self._span
+        tail, end = (span[2], span[3]) if type(span) is tuple else (span.tail_start, span.end)
+        if tail >= 0:
             source = self._source()
             if source is not None:
-                return source[span.tail_start : span.end]
+                return source[tail:end]
         return self._attr_raw
 
     def _set_attr_text(self, value: str | None) -> None:
