@@ -75,6 +75,18 @@ class HloComputation:
     def instruction_count(self) -> int:
         return len(self._instructions)
 
+    def positions(self) -> dict[HloInstruction, int]:
+        """Each instruction's index in `instructions` (a copy of the order's own dict, filled
+        in place: no rehashing as it grows)."""
+        positions: dict[HloInstruction, int] = self._instructions.copy()  # type: ignore[assignment]
+        positions.update(zip(self._instructions, range(len(positions))))
+        return positions
+
+    def shape_texts(self) -> list[str | None]:
+        """Each instruction's `shape_text`, in order: for an analysis that reads them all (one
+        attribute load each instead of a property call, a fifth of the cost)."""
+        return [inst._shape_text for inst in self._instructions]
+
     def get_instruction(self, name: str) -> HloInstruction | None:
         return self._by_name.get(name)
 
