@@ -204,11 +204,21 @@ class HloComputation:
             return self.fusion_instruction is not None
         return True
 
-    def dead_instructions(self) -> list[HloInstruction]:
-        """The instructions XLA's IsDead holds for (no users, not the root), in order:
-        where HloDCE starts. One pass over the computation without a call per instruction."""
+    def dead_and_callees(self) -> tuple[list[HloInstruction], list[HloComputation]]:
+        """The instructions XLA's IsDead holds for (no users, not the root), in order, and
+        the computations the instructions call, in order (a computation once per call):
+        where HloDCE starts in a computation and where it goes next when nothing there
+        dies. One loop without a call per instruction; a module's thousands of small fusion
+        bodies make a comprehension's own start-up a visible share, so there is none."""
         root = self.root
-        return [inst for inst in self._instructions if not inst._users and inst is not root]
+        dead: list[HloInstruction] = []
+        callees: list[HloComputation] = []
+        for inst in self._instructions:
+            if not inst._users and inst is not root:
+                dead.append(inst)
+            if inst.called_computations:
+                callees.extend(inst.called_computations)
+        return dead, callees
 
     def remove_instruction(self, inst: HloInstruction) -> None:
         """RemoveInstruction: the instruction must be dead, safely removable, edge-free."""
