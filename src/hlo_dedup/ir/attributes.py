@@ -352,24 +352,49 @@ def decode_dimensions(inst: HloInstruction) -> tuple[int, ...]:
     raw = raw_attribute(inst, "dimensions")
     if raw is None:
         return ()
-    if _PLAIN_INT_LIST.fullmatch(raw):
-        return tuple(map(int, raw[1:-1].split(","))) if len(raw) > 2 else ()
-    return _decode(inst, "dimensions", raw, lambda c: c.int_list("{", "}", "dimensions"))
+    found = _DIMENSIONS.get(raw)
+    if found is None:
+        if _PLAIN_INT_LIST.fullmatch(raw):
+            found = tuple(map(int, raw[1:-1].split(","))) if len(raw) > 2 else ()
+        else:
+            found = _decode(inst, "dimensions", raw, lambda c: c.int_list("{", "}", "dimensions"))
+        if len(_DIMENSIONS) >= 4096:
+            _DIMENSIONS.clear()
+        _DIMENSIONS[raw] = found
+    return found
 
 
 def decode_int_attr(inst: HloInstruction, key: str) -> int:
     raw = raw_attribute(inst, key)
     if raw is None:
         raise attribute_error(inst, key, f"expected integer attribute {key}=N")
-    if _PLAIN_INT.fullmatch(raw):
-        return int(raw)
-    return _decode(inst, key, raw, lambda c: c.integer(f"for {key}"))
+    return _int_value(inst, key, raw)
+
+
+def _int_value(inst: HloInstruction, key: str, raw: str) -> int:
+    found = _INTS.get(raw)
+    if found is None:
+        if _PLAIN_INT.fullmatch(raw):
+            found = int(raw)
+        else:
+            found = _decode(inst, key, raw, lambda c: c.integer(f"for {key}"))
+        if len(_INTS) >= 8192:
+            _INTS.clear()
+        _INTS[raw] = found
+    return found
+
+
+#: Decoded values by raw text (a value depends on nothing else): modules repeat a few
+#: dimension lists and indices on thousands of instructions.
+_DIMENSIONS: dict[str, tuple[int, ...]] = {}
+_INTS: dict[str, int] = {}
 
 
 def decode_channel_id(inst: HloInstruction) -> int | None:
-    if raw_attribute(inst, "channel_id") is None:
+    raw = raw_attribute(inst, "channel_id")
+    if raw is None:
         return None
-    value = decode_int_attr(inst, "channel_id")
+    value = _int_value(inst, "channel_id", raw)
     return value if value > 0 else None
 
 

@@ -34,7 +34,7 @@ from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
 from .gather_survey import GatherSurvey
 from .pass_base import HloPass, ModuleTransaction, PassResult
-from .records import FoldRecord, Hazard, user_line
+from .records import FoldRecord, Hazard, filled, user_line
 
 
 class _GatherConfig:
@@ -55,7 +55,7 @@ class _GatherConfig:
 
     @classmethod
     def of(cls, inst: HloInstruction) -> _GatherConfig:
-        return cls(inst.opcode, inst.dimensions, inst.replica_groups.groups, inst.shape.layout_key(),
+        return cls(inst.opcode, inst.dimensions, inst.replica_groups.groups, _shape_facts(inst.shape)[1],
                    collective_mode(inst), tuple(inst.operands[1:]))
 
     def differences(self, other: _GatherConfig, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:
@@ -301,14 +301,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
 
     @staticmethod
     def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
-        shape = inst.shape
-        printed = _SHAPE_TEXTS.get(id(shape))
-        if printed is None or printed[0] is not shape:
-            if len(_SHAPE_TEXTS) >= 1024:
-                _SHAPE_TEXTS.clear()
-            # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
-            element_type = "tuple" if shape.element_type is None else shape.element_type.value
-            printed = _SHAPE_TEXTS[id(shape)] = (shape, shape.to_text(), element_type)
+        _, _, printed, element_type = _shape_facts(inst.shape)
         groups = inst.replica_groups
         spelled = _GROUPS_JSON.get(id(groups))
         if spelled is None or spelled[0] is not groups:
@@ -319,8 +312,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         return {
             "parameter": raw.name,
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
-            "element_type": printed[2],
-            "shape": printed[1],
+            "element_type": element_type,
+            "shape": printed,
             # Each record its own copy of the lists (a caller may edit one record).
             "replica_groups": [g[:] for g in value] if isinstance(value, list) else value,
         }
@@ -331,14 +324,26 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         out_bytes = byte_size(removed.shape)
         shard_count = _shard_count(removed)
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
-        return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
-                          hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
+        return filled(FoldRecord, self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
+                      None, hazardous, memory, removed_text, rewired)
 
 
-#: Printed shapes (and element types) by Shape object (kept alive here, so an id stays its
-#: own): the gathers of a module share a few, so a key's shape is printed once, not once per
-#: gather. The same for the spelled replica groups (decoded values are shared by text).
-_SHAPE_TEXTS: dict[int, tuple[Any, str, str]] = {}
+def _shape_facts(shape: Any) -> tuple[Any, tuple[object, ...], str, str]:
+    """(shape, layout key, printed text, element type as a key spells it) of a Shape: the
+    gathers of a module share a few shapes, so each is keyed and printed once."""
+    found = _SHAPES.get(id(shape))
+    if found is None or found[0] is not shape:
+        if len(_SHAPES) >= 1024:
+            _SHAPES.clear()
+        # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
+        element_type = "tuple" if shape.element_type is None else shape.element_type.value
+        found = _SHAPES[id(shape)] = (shape, shape.layout_key(), shape.to_text(), element_type)
+    return found
+
+
+#: `_shape_facts` by Shape object (kept alive here, so an id stays its own). The same for
+#: the spelled replica groups (decoded values are shared by text).
+_SHAPES: dict[int, tuple[Any, tuple[object, ...], str, str]] = {}
 _GROUPS_JSON: dict[int, tuple[Any, list[list[int]] | str]] = {}
 
 

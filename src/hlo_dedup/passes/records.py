@@ -3,8 +3,8 @@ instruction the pass considered, and the near misses it saw."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..ir.shape import byte_size
 
@@ -111,31 +111,63 @@ class NearMiss:
     instructions: tuple[str, ...]
 
 
+_Record = TypeVar("_Record")
+
+
+def filled(cls: type[_Record], *values: Any) -> _Record:
+    """A record of frozen dataclass `cls` from all its field values in order, filled in one
+    step: the generated __init__ sets a frozen field with a call per field, and a pass makes
+    a record per gather and per fold."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    if len(values) != len(names):
+        raise TypeError(f"{cls.__name__} has {len(names)} fields, got {len(values)} values")
+    record = object.__new__(cls)
+    record.__dict__.update(zip(names, values))
+    return record
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def identify(inst: HloInstruction) -> dict[str, Any]:
     """What a record says about an instruction while it still exists (DCE may delete it):
     where it is, its output bytes, and its framework op and source line from metadata."""
+    return dict(zip(_FACTS, facts(inst)))
+
+
+_FACTS = ("computation", "name", "opcode", "bytes_output", "op_name", "source")
+
+
+def facts(inst: HloInstruction) -> tuple[str, str, str, int, str | None, str | None]:
+    """`identify`'s values in its order, for a caller that keeps them in its own fields."""
     module = inst.module
     metadata = inst.metadata  # loads ir.metadata (read only for what a pass records)
     index = module.stack_frames if module is not None else None
-    # The gathers of a layer stack share a few metadata values: each is located once.
-    source = _SOURCES.get((metadata, index), _UNKNOWN)
-    if source is _UNKNOWN:
+    # The gathers of a layer stack share a few metadata values (one object per text) and
+    # shapes: each is located, and sized, once.
+    known = _SOURCES.get(id(metadata))
+    if known is None or known[0] is not metadata or known[1] is not index:
         from ..ir.metadata import program_location
 
         frame = program_location(metadata, index)
         if len(_SOURCES) >= 4096:
             _SOURCES.clear()
-        source = _SOURCES[(metadata, index)] = str(frame) if frame is not None else None
-    return {
-        "computation": inst.parent.name if inst.parent is not None else "",
-        "name": inst.name,
-        "opcode": inst.opcode,
-        "bytes_output": byte_size(inst.shape),
-        "op_name": metadata.op_name or None,
-        "source": source,
-    }
+        known = _SOURCES[id(metadata)] = (metadata, index, metadata.op_name or None,
+                                          str(frame) if frame is not None else None)
+    shape = inst.shape
+    size = _BYTES.get(id(shape))
+    if size is None or size[0] is not shape:
+        if len(_BYTES) >= 1024:
+            _BYTES.clear()
+        size = _BYTES[id(shape)] = (shape, byte_size(shape))
+    parent = inst.parent
+    return parent.name if parent is not None else "", inst.name, inst.opcode, size[1], known[2], known[3]
 
 
-#: The printed program location by (metadata, the module's stack-frame tables).
-_SOURCES: dict[tuple[Any, Any], str | None] = {}
-_UNKNOWN = object()
+#: By metadata object (decoded once per text, so shared): the object and the stack-frame
+#: tables it was located in (kept alive, so an id stays theirs), its op name and location.
+_SOURCES: dict[int, tuple[Any, Any, str | None, str | None]] = {}
+#: Output bytes by Shape object, kept alive the same way.
+_BYTES: dict[int, tuple[Any, int]] = {}
