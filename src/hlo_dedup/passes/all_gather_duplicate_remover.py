@@ -199,9 +199,11 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey = GatherSurvey(module, walk_to_parameter)
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
-        for comp, gathers in _gathers_by_computation(module):
+        found = _gathers_by_computation(module)
+        for comp in module.computations if vlog else found:
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
+            gathers = found.get(comp)
             if gathers:
                 self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer)
         changed = bool(folds)
@@ -347,23 +349,38 @@ _SHAPES: dict[int, tuple[Any, tuple[object, ...], str, str]] = {}
 _GROUPS_JSON: dict[int, tuple[Any, list[list[int]] | str]] = {}
 
 
-def _gathers_by_computation(module: HloModule) -> list[tuple[HloComputation, list[HloInstruction]]]:
-    """Each computation with its all-gathers and all-gather-starts, in order (a fold changes
-    no other computation's). Most computations of a real module hold none (fusion bodies,
-    reducers): while the module is as read, one whose source lines never say all-gather has
-    none and is not scanned at all."""
+def _gathers_by_computation(module: HloModule) -> dict[HloComputation, list[HloInstruction]]:
+    """The computations that hold all-gathers or all-gather-starts, in order, each with
+    them in order (a fold changes no other computation's). Most computations of a real
+    module hold none (fusion bodies, reducers): while the module is as read, one whose
+    source lines never say all-gather has none and is not scanned at all. The source is
+    searched once, front to back, alongside the computations (text order while it is as
+    read), from each mention to the next body."""
     source = module.source.text if module.is_pristine() else None  # type: ignore[union-attr]
-    return [(comp, [] if source is not None and not _written_with_gathers(comp, source)
-             else [inst for inst in comp if inst.opcode in _GATHERS]) for comp in module.computations]
+    out: dict[HloComputation, list[HloInstruction]] = {}
+    # `hit`: the first mention at or after `searched` (-1: none).
+    searched, hit = 0, (source.find(_MENTION) if source is not None else -1)
+    for comp in module.computations:
+        span = comp.span
+        if source is not None and span is not None and span.body_end >= 0:
+            if span.start < searched:  # out of text order: this body on its own
+                if source.find(_MENTION, span.start, span.body_end) < 0:
+                    continue
+            else:
+                if 0 <= hit < span.start:
+                    hit = source.find(_MENTION, span.start)
+                    searched = span.start
+                if hit < 0 or hit > span.body_end - len(_MENTION):  # none inside the body
+                    continue
+                hit = source.find(_MENTION, span.body_end)
+                searched = span.body_end
+        gathers = [inst for inst in comp if inst.opcode in _GATHERS]
+        if gathers:
+            out[comp] = gathers
+    return out
 
 
-def _written_with_gathers(comp: HloComputation, source: str) -> bool:
-    """False when the computation's lines in the module's source (unchanged) hold no
-    all-gather: then neither does the computation."""
-    span = comp.span
-    if span is None or span.body_end < 0:
-        return True
-    return source.find("all-gather", span.start, span.body_end) >= 0
+_MENTION = "all-gather"
 
 
 def _no_gather_notes(module: HloModule) -> list[str]:
