@@ -34,7 +34,7 @@ from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
 from .gather_survey import GatherSurvey
 from .pass_base import HloPass, ModuleTransaction, PassResult
-from .records import FoldRecord, Hazard, filled, user_line
+from .records import FoldRecord, Hazard, filled, remembered, user_line
 
 
 class _GatherConfig:
@@ -55,7 +55,7 @@ class _GatherConfig:
 
     @classmethod
     def of(cls, inst: HloInstruction) -> _GatherConfig:
-        return cls(inst.opcode, inst.dimensions, inst.replica_groups.groups, _shape_facts(inst.shape)[1],
+        return cls(inst.opcode, inst.dimensions, inst.replica_groups.groups, remembered(_SHAPES, inst.shape, _shape_facts)[0],
                    collective_mode(inst), tuple(inst.operands[1:]))
 
     def differences(self, other: _GatherConfig, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:
@@ -303,14 +303,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
 
     @staticmethod
     def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
-        _, _, printed, element_type = _shape_facts(inst.shape)
-        groups = inst.replica_groups
-        spelled = _GROUPS_JSON.get(id(groups))
-        if spelled is None or spelled[0] is not groups:
-            if len(_GROUPS_JSON) >= 1024:
-                _GROUPS_JSON.clear()
-            spelled = _GROUPS_JSON[id(groups)] = (groups, _groups_json(groups))
-        value = spelled[1]
+        _, printed, element_type = remembered(_SHAPES, inst.shape, _shape_facts)
+        value = remembered(_GROUPS_JSON, inst.replica_groups, _groups_json)
         return {
             "parameter": raw.name,
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
@@ -330,23 +324,18 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                       None, hazardous, memory, removed_text, rewired)
 
 
-def _shape_facts(shape: Any) -> tuple[Any, tuple[object, ...], str, str]:
-    """(shape, layout key, printed text, element type as a key spells it) of a Shape: the
-    gathers of a module share a few shapes, so each is keyed and printed once."""
-    found = _SHAPES.get(id(shape))
-    if found is None or found[0] is not shape:
-        if len(_SHAPES) >= 1024:
-            _SHAPES.clear()
-        # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
-        element_type = "tuple" if shape.element_type is None else shape.element_type.value
-        found = _SHAPES[id(shape)] = (shape, shape.layout_key(), shape.to_text(), element_type)
-    return found
+def _shape_facts(shape: Any) -> tuple[tuple[object, ...], str, str]:
+    """(layout key, printed text, element type as a key spells it) of a Shape: the gathers
+    of a module share a few shapes, so each is keyed and printed once (`_SHAPES`)."""
+    # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
+    element_type = "tuple" if shape.element_type is None else shape.element_type.value
+    return shape.layout_key(), shape.to_text(), element_type
 
 
-#: `_shape_facts` by Shape object (kept alive here, so an id stays its own). The same for
-#: the spelled replica groups (decoded values are shared by text).
-_SHAPES: dict[int, tuple[Any, tuple[object, ...], str, str]] = {}
-_GROUPS_JSON: dict[int, tuple[Any, list[list[int]] | str]] = {}
+#: `_shape_facts` by Shape object, and the spelled replica groups by decoded value (shared
+#: by text).
+_SHAPES: dict[int, tuple[Any, Any]] = {}
+_GROUPS_JSON: dict[int, tuple[Any, Any]] = {}
 
 
 def _gathers_by_computation(module: HloModule) -> dict[HloComputation, list[HloInstruction]]:

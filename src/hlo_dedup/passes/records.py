@@ -4,7 +4,7 @@ instruction the pass considered, and the near misses it saw."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..ir.shape import byte_size
 
@@ -142,32 +142,40 @@ _FACTS = ("computation", "name", "opcode", "bytes_output", "op_name", "source")
 
 def facts(inst: HloInstruction) -> tuple[str, str, str, int, str | None, str | None]:
     """`identify`'s values in its order, for a caller that keeps them in its own fields."""
+    global _LOCATED
     module = inst.module
     metadata = inst.metadata  # loads ir.metadata (read only for what a pass records)
     index = module.stack_frames if module is not None else None
     # The gathers of a layer stack share a few metadata values (one object per text) and
     # shapes: each is located, and sized, once.
-    known = _SOURCES.get(id(metadata))
-    if known is None or known[0] is not metadata or known[1] is not index:
-        from ..ir.metadata import program_location
-
-        frame = program_location(metadata, index)
-        if len(_SOURCES) >= 4096:
-            _SOURCES.clear()
-        known = _SOURCES[id(metadata)] = (metadata, index, metadata.op_name or None,
-                                          str(frame) if frame is not None else None)
-    shape = inst.shape
-    size = _BYTES.get(id(shape))
-    if size is None or size[0] is not shape:
-        if len(_BYTES) >= 1024:
-            _BYTES.clear()
-        size = _BYTES[id(shape)] = (shape, byte_size(shape))
+    if _LOCATED[0] is not index:
+        _LOCATED = (index, {})
+    op_name, source = remembered(_LOCATED[1], metadata, lambda m: _located(m, index))
     parent = inst.parent
-    return parent.name if parent is not None else "", inst.name, inst.opcode, size[1], known[2], known[3]
+    return (parent.name if parent is not None else "", inst.name, inst.opcode,
+            remembered(_BYTES, inst.shape, byte_size), op_name, source)
 
 
-#: By metadata object (decoded once per text, so shared): the object and the stack-frame
-#: tables it was located in (kept alive, so an id stays theirs), its op name and location.
-_SOURCES: dict[int, tuple[Any, Any, str | None, str | None]] = {}
-#: Output bytes by Shape object, kept alive the same way.
-_BYTES: dict[int, tuple[Any, int]] = {}
+def _located(metadata: Any, index: Any) -> tuple[str | None, str | None]:
+    from ..ir.metadata import program_location
+
+    frame = program_location(metadata, index)
+    return metadata.op_name or None, str(frame) if frame is not None else None
+
+
+def remembered(memo: dict[int, tuple[Any, Any]], obj: Any, make: Callable[[Any], Any], limit: int = 1024) -> Any:
+    """`make(obj)`, computed once per object while it lives: `memo` maps id(obj) to (obj,
+    value), keeping `obj` alive so that its id stays its own; it is emptied at `limit`."""
+    found = memo.get(id(obj))
+    if found is None or found[0] is not obj:
+        if len(memo) >= limit:
+            memo.clear()
+        found = memo[id(obj)] = (obj, make(obj))
+    return found[1]
+
+
+#: The stack-frame tables of the module being recorded, and (op name, location) by its
+#: metadata objects (decoded once per text, so shared).
+_LOCATED: tuple[Any, dict[int, tuple[Any, Any]]] = (None, {})
+#: Output bytes by Shape object.
+_BYTES: dict[int, tuple[Any, Any]] = {}
