@@ -47,7 +47,6 @@ the peak and its first program point.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from operator import sub
@@ -279,13 +278,14 @@ class ComputationLiveness:
             return (inst,)
         return self.defines.get(inst, ())
 
-    def reads(self, inst: HloInstruction) -> Iterator[Buffer]:
+    def reads(self, inst: HloInstruction) -> tuple[Buffer, ...]:
         """The buffers `inst` reads: every operand leaf, a get-tuple-element its element."""
         if inst in self.element_readers:
-            yield from self.leaves[inst]
-            return
-        for o in inst.operands:
-            yield from self.leaves_of(o)
+            return self.leaves[inst]
+        operands = inst.operands
+        if len(operands) == 1:
+            return self.leaves_of(operands[0])
+        return tuple(chain.from_iterable(map(self.leaves_of, operands)))
 
     def size_of(self, b: Buffer) -> int:
         if type(b) is Leaf:
