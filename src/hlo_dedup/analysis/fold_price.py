@@ -352,9 +352,15 @@ class _State:
     # ---------------------------------------------------------------- editing
     def add(self, lo: int, hi: int, delta: int) -> None:
         """Live bytes change on [lo, hi] (in both profiles)."""
-        self.pricer.tree_add(self.tree, lo, hi, delta)
+        pricer = self.pricer
+        if pricer._journal is None:  # nothing to undo: straight to the trees
+            self.tree.add(lo, hi, delta)
+            if self.nested is not None:
+                self.nested.add(lo, hi, delta)
+            return
+        pricer.tree_add(self.tree, lo, hi, delta)
         if self.nested is not None:
-            self.pricer.tree_add(self.nested, lo, hi, delta)
+            pricer.tree_add(self.nested, lo, hi, delta)
 
     def replace_result(self, removed: Buffer, kept: Buffer) -> None:
         """A result buffer of the root is now another one: the caller holds that instead."""

@@ -259,9 +259,11 @@ class HloInstruction:
 
     def _detach_from_source(self) -> None:
         """Copy what still refers to the source before the instruction leaves its module."""
-        if self.span.tail_start >= 0:
-            self._set_attr_text(self._attr_text)
-        self.span.edited = True
+        span = self.span
+        if span.tail_start >= 0:
+            self._attr_raw = self._attr_text
+            span.tail_start = -1
+        span.edited = True
 
     # ------------------------------------------------------------ attributes
     @property
@@ -422,7 +424,10 @@ class HloInstruction:
         """XLA's HasSideEffect: this op, or anything in a computation it calls."""
         if self.has_side_effect_no_recurse():
             return True
-        return any(c.has_side_effect() for c in self.called_computations)
+        for c in self.called_computations:
+            if c.has_side_effect():
+                return True
+        return False
 
     # --------------------------------------------------------------- editing
     def mark_changed(self) -> None:
