@@ -40,7 +40,9 @@ def inputs(corpus: Path, also: list[Path]) -> list[Path]:
     found = sorted(corpus.glob("*.hlo")) if corpus.is_dir() else []
     for folder in ("tests/data", "examples"):
         found += sorted((REPO / folder).rglob("*.hlo"))
-    return found + [path.resolve() for path in also]
+    # Absolute, links kept: a checkout's `benchmarks/out` may link to another's, and the
+    # inputs are named by where they are in this checkout.
+    return found + [Path(os.path.abspath(path)) for path in also]
 
 
 def _without_timings(value):  # noqa: ANN001, ANN202 - JSON in, JSON out
