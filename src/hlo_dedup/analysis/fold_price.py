@@ -160,7 +160,8 @@ class FoldPricer:
         state = self._states.get(comp)
         if state is None:
             return self.liveness.nested_bytes(comp)
-        return max(0, state.nested.peak()) if state.nested is not None else 0
+        nested = state.nested_tree()
+        return max(0, nested.peak()) if nested is not None else 0
 
     def _fold(self, state: _State, k: HloInstruction, r: HloInstruction) -> FoldPrice:
         cl = state.cl
@@ -289,18 +290,27 @@ class _State:
         self._names: dict[str, HloInstruction] | None = None
         self.sites: dict[int, int] = dict(cl.nested)
         self.tree = RangeAddMaxTree(cl.live_bytes or [0])
-        # What this computation adds at its call sites, point by point (none for the entry).
         self.results = cl.result_buffers()
+        # What this computation adds at its call sites, point by point: `nested_tree`
+        # builds it when a caller first asks (none for the entry), kept up to date after.
         self.nested: RangeAddMaxTree | None = None
-        if cl.computation is not pricer.liveness.module.entry:
-            self.nested = RangeAddMaxTree(cl.nested_profile(cl.live_bytes, self.results) or [0])
+        self.called = cl.computation is not pricer.liveness.module.entry
         for p, value in cl.nested.items():  # callees may have folds priced already
             now = self.site_value(cl.instructions[p])
             if now != value:
                 self.tree.add(p, p, now - value)
-                if self.nested is not None:
-                    self.nested.add(p, p, now - value)
                 self.sites[p] = now
+
+    def nested_tree(self) -> RangeAddMaxTree | None:
+        """The live bytes less the parameters and the result buffers live at each point,
+        built from the live bytes and results as they are now (what updating it since the
+        model was built would hold); most computations priced are never asked."""
+        if self.nested is None and self.called:
+            self.nested = RangeAddMaxTree(self.cl.nested_profile(self.tree.values(), self.results) or [0])
+            journal = self.pricer._journal
+            if journal is not None:  # built during a fold that may be undone: built again after
+                journal.append(lambda: setattr(self, "nested", None))
+        return self.nested
 
     # ----------------------------------------------------------------- lookup
     def instruction(self, ref: HloInstruction | str) -> HloInstruction:

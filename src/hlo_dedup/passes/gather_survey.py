@@ -136,13 +136,19 @@ class GatherSurvey:
         if any(e.raw is not None and e.raw.parent not in (None, top) for e in self._entries.values()):
             for comp in self.module.computations:
                 for inst in comp:
-                    for callee in inst.called_computations:
-                        callers[callee].append(inst)
+                    if inst.called_computations:
+                        for callee in inst.called_computations:
+                            callers[callee].append(inst)
         groups: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
+        # By (parameter, path): a layer's forward and backward gathers share theirs.
+        origins: dict[tuple, tuple[HloInstruction, tuple[int, ...]] | None] = {}
         for entry in self._entries.values():
             if entry.key is None or entry.raw is None or entry.raw.parent is None:
                 continue
-            origin = self._origin(entry.raw, entry.path, callers)
+            at = (entry.raw, entry.path)
+            if at not in origins:
+                origins[at] = self._origin(entry.raw, entry.path, callers)
+            origin = origins[at]
             if origin is None:
                 continue
             param, path = origin
