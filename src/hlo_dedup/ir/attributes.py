@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
+from weakref import ref
 
 from ..syntax.cursor import TextCursor, TextSyntaxError
 from ..syntax.errors import HloParseError
@@ -499,12 +500,24 @@ def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
     if groups.kind != "list" and module is not None:
         # A compact form may name more devices than the module runs on; XLA's verifier
         # rejects that (replica_count x num_partitions of 1 means "not said", as there).
-        devices = module.replica_count * module.num_partitions
-        named = len(groups.groups) * groups.groups.group_size
-        if 1 < devices < named:
-            raise attribute_error(inst, "replica_groups", f"bad replica_groups: they name {named} devices, the module "
-                                  f"runs on {devices} (replica_count x num_partitions)")
+        # Checked once per groups value and module (each collective of a module repeats it).
+        fits = _FITS.get(id(groups))
+        if fits is None or fits[0] is not groups or fits[1]() is not module:
+            devices = module.replica_count * module.num_partitions
+            named = len(groups.groups) * groups.groups.group_size
+            if 1 < devices < named:
+                raise attribute_error(inst, "replica_groups", f"bad replica_groups: they name {named} devices, the "
+                                      f"module runs on {devices} (replica_count x num_partitions)")
+            if len(_FITS) >= 1024:
+                _FITS.clear()
+            _FITS[id(groups)] = (groups, ref(module))
     return groups
+
+
+#: Compact replica groups (decoded once per text, so shared; kept alive here, so the id
+#: stays theirs) and the module they were found to fit, by the groups' id (the module
+#: weakly: a batch worker's finished modules are not kept).
+_FITS: dict[int, tuple[Any, Any]] = {}
 
 
 def decode_frontend_attributes(inst: HloInstruction) -> dict[str, str]:
