@@ -124,22 +124,25 @@ def attribute_value_at(inst: HloInstruction, start: int, key: str) -> str | None
     return text[start:end] if end > start else None
 
 
-def _printed_attribute_pattern() -> re.Pattern[str]:
+def _printed_attribute_pattern(depth: int) -> re.Pattern[str]:
     """`, key=value` as XLA prints it: the value is words, `<=`, quoted strings and bracket
-    groups (nested at most two deep, no comment in them) with at most one space between
-    them, and ends where the next `, key=` or the text does. Built on first use (a few
-    milliseconds); possessive everywhere, so a text it does not fit fails at once."""
+    groups (nested at most `depth` deep, no comment in them; one deep also takes XLA's
+    list of integer lists, `{{0,1},{2,3}}`) with at most one space between them, and ends
+    where the next `, key=` or the text does. Built on first use (milliseconds: the
+    deeper, the longer); possessive everywhere, so a text it does not fit fails at once."""
     string = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|\'[^\'\\]*+(?:\\.[^\'\\]*+)*+\''
     inner = rf'[^"\'{{}}\[\]()/]++|{string}'
-    for _ in range(2):
+    for _ in range(depth):
         group = rf"\{{(?:{inner})*+\}}|\[(?:{inner})*+\]|\((?:{inner})*+\)"
         inner = rf"{inner}|{group}"
-    part = rf"%?(?:[A-Za-z0-9_.]++|->?)++|<=|{string}|{group}"
+    lists = r"\{(?:\{[0-9,]*+\}(?:,\{[0-9,]*+\})*+)?\}|" if depth == 1 else ""
+    part = rf"%?(?:[A-Za-z0-9_.]++|->?)++|<=|{string}|{lists}{group}"
     name = r"[A-Za-z_][A-Za-z0-9_.\-]*+"
     return re.compile(rf", ({name})=(?![= ])((?: ?(?:{part}))++)(?=, {name}=(?!=)|\Z)")
 
 
-_PRINTED_ATTRIBUTE: re.Pattern[str] | None = None
+#: The patterns by depth, built when first needed.
+_PRINTED_ATTRIBUTE: dict[int, re.Pattern[str]] = {}
 
 
 #: Split pieces by text: XLA repeats a layer's attribute tails layer after layer, and the
@@ -197,16 +200,31 @@ def _read_piece(text: str) -> list[tuple[str, str]] | None:
 
 
 def _split_printed(text: str) -> tuple[tuple[str, str], ...] | None:
-    global _PRINTED_ATTRIBUTE
-    pattern = _PRINTED_ATTRIBUTE
+    """One piece split in printed form: with groups one deep (what most values hold, and a
+    third of the cost to build), and only where that does not tile it, two deep. A value
+    the shallow pattern reads whole, the deep one reads the same way (its extra choices
+    start only at a bracket the shallow one cannot take inside a group)."""
+    found = _tile(text, 1)
+    if found is _UNTILED:
+        found = _tile(text, 2)
+    return None if found is _UNTILED else found  # type: ignore[return-value]
+
+
+_UNTILED = object()
+
+
+def _tile(text: str, depth: int) -> tuple[tuple[str, str], ...] | object | None:
+    """The pairs, None where a value says the careful split must read the text, or
+    `_UNTILED` where the pattern of `depth` does not tile it."""
+    pattern = _PRINTED_ATTRIBUTE.get(depth)
     if pattern is None:
-        pattern = _PRINTED_ATTRIBUTE = _printed_attribute_pattern()
+        pattern = _PRINTED_ATTRIBUTE[depth] = _printed_attribute_pattern(depth)
     out = []
     pos, end = 0, len(text)
     while pos < end:
         m = pattern.match(text, pos)
         if m is None:
-            return None
+            return _UNTILED
         key, value = m.groups()
         # A later word ROOT ends a value; a raw-JSON backend config treats `'` as text.
         if "ROOT" in value or ("'" in value and key == "backend_config"):
