@@ -68,6 +68,24 @@ def test_generated_attribute_lists_split_as_the_careful_scanner_does(text: str) 
         assert fast == careful(text)
 
 
+@given(_TEXTS)
+def test_a_text_the_shallow_pattern_tiles_is_tiled_the_same_by_the_deep_one(text: str) -> None:
+    from hlo_dedup.ir.attributes import _UNTILED, _tile
+
+    shallow = _tile(text, 1)
+    if shallow is not _UNTILED:
+        assert shallow == _tile(text, 2)
+
+
+@pytest.mark.parametrize("text", [
+    ", channel_id=7, replica_groups={{0,1},{2,3}}, dimensions={0}",  # shallow: the list of lists
+    ", sharding={devices=[2,1]<=[2]}, metadata={op_name=\"a(b)\"}",  # deep: a group in a group
+    ", x={{0,1} ,{2}}",
+])
+def test_both_depths_split_as_the_careful_scanner_does(text: str) -> None:
+    assert split_printed(text) == careful(text)
+
+
 @pytest.mark.parametrize("text", [
     (", channel_id=1, replica_groups=mesh['axis_0'=8] {'axis_0'}, dimensions={0}, use_global_device_ids=true, "
      'metadata={op_name="jit(train_step)/jvp()/sharding_constraint" stack_frame_id=12}'),

@@ -129,9 +129,10 @@ class ShapeInfo:
         if shape.is_tuple:
             sizes: list[int] = []
             spans = []
+            known: dict[int, int] = {}  # bytes by array Shape object: a root tuple repeats a few
             for element in shape.tuple_shapes or ():
                 start = len(sizes)
-                _flatten_sizes(element, sizes)
+                _flatten_sizes(element, sizes, known)
                 spans.append((start, len(sizes) - start))
             self.leaf_sizes = tuple(sizes)
             self.spans = tuple(spans)
@@ -148,12 +149,17 @@ def array_bytes(shape: Shape) -> int:
         return 0
 
 
-def _flatten_sizes(shape: Shape, out: list[int]) -> None:
-    if shape.is_tuple:
-        for element in shape.tuple_shapes or ():
-            _flatten_sizes(element, out)
-    else:
-        out.append(array_bytes(shape))
+def _flatten_sizes(shape: Shape, out: list[int], known: dict[int, int]) -> None:
+    """The leaves' bytes of `shape` appended to `out`, depth-first; `known` holds the bytes
+    of array shapes met so far, by id (they stay alive in the tuple being flattened)."""
+    if shape.tuple_shapes is not None:
+        for element in shape.tuple_shapes:
+            _flatten_sizes(element, out, known)
+        return
+    size = known.get(id(shape))
+    if size is None:
+        size = known[id(shape)] = array_bytes(shape)
+    out.append(size)
 
 
 def leaf_indices(shape: Shape) -> list[tuple[int, ...]]:

@@ -160,11 +160,13 @@ class FoldPricer:
         state = self._states.get(comp)
         if state is None:
             return self.liveness.nested_bytes(comp)
-        return max(0, state.nested.peak()) if state.nested is not None else 0
+        nested = state.nested_tree()
+        return max(0, nested.peak()) if nested is not None else 0
 
     def _fold(self, state: _State, k: HloInstruction, r: HloInstruction) -> FoldPrice:
         cl = state.cl
-        if k is r or k in state.deleted or r in state.deleted:
+        deleted = state.deleted
+        if k is r or k in deleted or r in deleted:
             raise ValueError(f"cannot fold {r.name} onto {k.name}: one of them is already folded away")
         if cl.position[k] > cl.position[r]:
             raise ValueError(f"cannot fold {r.name} onto {k.name}: the kept instruction comes later")
@@ -172,7 +174,8 @@ class FoldPricer:
         if cl.own_buffers(r) != removed_buffers:
             raise ValueError(f"{r.name} aliases another instruction's buffers; only folds of "
                              "instructions that define their value are priced")
-        kept_buffers = [state.find(b) for b in cl.leaves_of(k)]
+        forward = state.forward
+        kept_buffers = [state.find(b) if b in forward else b for b in cl.leaves_of(k)]
         if len(kept_buffers) != len(removed_buffers):
             raise ValueError(f"{k.name} and {r.name} have different tuple structures")
         tree = state.tree
@@ -181,8 +184,10 @@ class FoldPricer:
         for kb, rb in zip(kept_buffers, removed_buffers):
             if rb in state.results:
                 state.replace_result(rb, kb)
-            extension = max(extension, state.fold_buffer(rb, kb))
-            self.set_item(state.forward, rb, kb)
+            grown = state.fold_buffer(rb, kb)
+            if grown > extension:
+                extension = grown
+            self.set_item(forward, rb, kb)
             self.append(state.merged(kb), rb)
         self.set_item(state.replaced, r, k)
         self.append(state.absorbed_by(k), r)
@@ -193,13 +198,21 @@ class FoldPricer:
         else:  # R stays, read by nothing: its buffer only at its own program point
             for rb in removed_buffers:
                 state.add(state.pos(r), state.pos(r), cl.size_of(rb))
-        self._propagate(state.cl.computation)
+        if cl.computation in self.liveness.call_sites:
+            self._propagate(cl.computation)
         after = tree.peak()
         at = tree.argmax()
         # A range holding the first peak point holds the peak; otherwise ask the tree
         # whether it reaches the peak, which rules out a range far from it in few steps.
-        crosses = any(state.is_static(b) or state.start(b) <= at <= state.end(b)
-                      or tree.reaches(state.start(b), state.end(b), after) for b in kept_buffers)
+        crosses = False
+        for b in kept_buffers:
+            if b in cl.static:
+                crosses = True
+                break
+            start, end = cl.start_of(b), state.end(b)
+            if start <= at <= end or tree.reaches(start, end, after):
+                crosses = True
+                break
         return FoldPrice(cl.computation.name, k.name, r.name, extension, before, after, crosses,
                          cl.instructions[at].name)
 
@@ -277,18 +290,27 @@ class _State:
         self._names: dict[str, HloInstruction] | None = None
         self.sites: dict[int, int] = dict(cl.nested)
         self.tree = RangeAddMaxTree(cl.live_bytes or [0])
-        # What this computation adds at its call sites, point by point (none for the entry).
         self.results = cl.result_buffers()
+        # What this computation adds at its call sites, point by point: `nested_tree`
+        # builds it when a caller first asks (none for the entry), kept up to date after.
         self.nested: RangeAddMaxTree | None = None
-        if cl.computation is not pricer.liveness.module.entry:
-            self.nested = RangeAddMaxTree(cl.nested_profile(cl.live_bytes, self.results) or [0])
+        self.called = cl.computation is not pricer.liveness.module.entry
         for p, value in cl.nested.items():  # callees may have folds priced already
             now = self.site_value(cl.instructions[p])
             if now != value:
                 self.tree.add(p, p, now - value)
-                if self.nested is not None:
-                    self.nested.add(p, p, now - value)
                 self.sites[p] = now
+
+    def nested_tree(self) -> RangeAddMaxTree | None:
+        """The live bytes less the parameters and the result buffers live at each point,
+        built from the live bytes and results as they are now (what updating it since the
+        model was built would hold); most computations priced are never asked."""
+        if self.nested is None and self.called:
+            self.nested = RangeAddMaxTree(self.cl.nested_profile(self.tree.values(), self.results) or [0])
+            journal = self.pricer._journal
+            if journal is not None:  # built during a fold that may be undone: built again after
+                journal.append(lambda: setattr(self, "nested", None))
+        return self.nested
 
     # ----------------------------------------------------------------- lookup
     def instruction(self, ref: HloInstruction | str) -> HloInstruction:
@@ -340,9 +362,15 @@ class _State:
     # ---------------------------------------------------------------- editing
     def add(self, lo: int, hi: int, delta: int) -> None:
         """Live bytes change on [lo, hi] (in both profiles)."""
-        self.pricer.tree_add(self.tree, lo, hi, delta)
+        pricer = self.pricer
+        if pricer._journal is None:  # nothing to undo: straight to the trees
+            self.tree.add(lo, hi, delta)
+            if self.nested is not None:
+                self.nested.add(lo, hi, delta)
+            return
+        pricer.tree_add(self.tree, lo, hi, delta)
         if self.nested is not None:
-            self.pricer.tree_add(self.nested, lo, hi, delta)
+            pricer.tree_add(self.nested, lo, hi, delta)
 
     def replace_result(self, removed: Buffer, kept: Buffer) -> None:
         """A result buffer of the root is now another one: the caller holds that instead."""
@@ -377,20 +405,21 @@ class _State:
         and `kept`'s range reaches its last reader. Returns how many points `kept`'s
         range grew. With equal sizes the two changes cancel where the ranges overlap, so
         they are one range add."""
+        cl = self.cl
         r_end = self.end(removed)
-        k_end = -1 if self.is_static(kept) else self.end(kept)
+        k_end = -1 if kept in cl.static else self.end(kept)
         if r_end <= k_end:
             self.free(removed)
             return 0
-        size = self.cl.size_of(removed)
-        if removed in self.freed or k_end < 0 or self.cl.size_of(kept) != size:
+        size = cl.size_of(removed)
+        if removed in self.freed or k_end < 0 or cl.size_of(kept) != size:
             self.free(removed)
             if k_end >= 0:
                 self.set_end(kept, r_end)
             return r_end - k_end if k_end >= 0 else 0
         # -size on [r_start, r_end] and +size on [k_end + 1, r_end]: what is left lies
         # between r_start and k_end + 1.
-        r_start = self.start(removed)
+        r_start = cl.start_of(removed)
         if k_end + 1 < r_start:
             self.add(k_end + 1, r_start - 1, size)
         else:
@@ -408,27 +437,32 @@ class _State:
 
     def delete(self, inst: HloInstruction) -> None:
         """Delete `inst` and then every operand left without a reader (HloDCE)."""
-        pricer, cl, deleted = self.pricer, self.cl, self.deleted
+        pricer, cl, deleted, forward, freed = self.pricer, self.cl, self.deleted, self.forward, self.freed
+        static, replaced = cl.static, self.replaced
         stack = [inst]
         while stack:
             d = stack.pop()
             pricer.add(deleted, d)
             for b in cl.own_buffers(d):
-                if b not in self.forward:
+                if b not in forward:
                     self.free(b)
             p = cl.position[d]
-            for b in {self.find(x) for x in cl.reads(d)}:
-                if b not in self.freed and b not in cl.static and self.end(b) == p:
+            read = set()
+            for b in cl.reads(d):
+                while b in forward:
+                    b = forward[b]
+                read.add(b)
+            for b in read:
+                if b not in freed and b not in static and self.end(b) == p:
                     self.set_end(b, self.last_reader(b))
-            for o in dict.fromkeys(self.current(o) for o in d.operands):
+            operands = {}
+            for o in d.operands:
+                while o in replaced:  # what a removed operand stands for now
+                    o = replaced[o]
+                operands[o] = None
+            for o in operands:
                 if o not in deleted and o is not self.root and pricer.removable(o) and not self.alive(o):
                     stack.append(o)
-
-    def current(self, inst: HloInstruction) -> HloInstruction:
-        """What a (possibly removed) operand stands for now."""
-        while inst in self.replaced:
-            inst = self.replaced[inst]
-        return inst
 
     # ---------------------------------------------------------------- readers
     def alive(self, inst: HloInstruction) -> bool:

@@ -47,7 +47,6 @@ the peak and its first program point.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from operator import sub
@@ -103,13 +102,14 @@ class ComputationLiveness:
     def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation) -> None:
         self.computation = computation
         insts = computation.instructions
-        try:
-            special = self._scan(insts, module_liveness)
-        except KeyError:
+        texts = None
+        if computation.definition_ordered:
+            texts = computation.shape_texts()
+        else:
             # A pass appended instructions after their users (the preprocess-kernel pass's
             # clones): place each right before its first user, as the printer writes it.
             insts = definition_order(computation.name, insts)
-            special = self._scan(insts, module_liveness)
+        special = self._scan(insts, module_liveness, texts)
         self.instructions = insts
         n = len(insts)
         # Everything else: the buffers its value lives in, and the ones it defines.
@@ -128,47 +128,54 @@ class ComputationLiveness:
         self.live_bytes: list[int] = self._profile()
 
     # ----------------------------------------------------------------- building
-    def _scan(self, insts: list[HloInstruction], ml: ModuleLiveness) -> list[int]:
-        """The one loop over all instructions: program points, each operand's last reader,
-        plain buffer sizes, static bytes. Returns the points to visit one by one; raises
-        KeyError when an operand comes later in `insts`."""
+    def _scan(self, insts: list[HloInstruction], ml: ModuleLiveness, texts: list[str | None] | None) -> list[int]:
+        """The one loop over all instructions: each operand's last reader, plain buffer
+        sizes, static bytes. Returns the points to visit one by one. `insts` lists every
+        operand before its users; `texts` are their shape texts when they are the
+        computation's own order (`shape_texts`: a property read per instruction is a
+        visible share of this loop)."""
         n = len(insts)
-        self.position: dict[HloInstruction, int] = {}
+        position = self.position = self.computation.positions() if texts is not None else dict(zip(insts, range(n)))
+        if texts is None:
+            texts = [inst.shape_text for inst in insts]
         # A plain definer (array-shaped, not an alias, not static) is its own buffer:
         # its bytes and last program point are kept by program point.
-        self.sizes: list[int] = [0] * n
-        self.ends: list[int] = list(range(n))  # nothing reads it: live at its definition
+        sizes = self.sizes = [0] * n
+        ends = self.ends = list(range(n))  # nothing reads it: live at its definition
         self.static: set[Buffer] = set()  # parameters and constants: live throughout
         self.unsized: list[HloInstruction] = []  # written without a shape, not inferable: 0 bytes
         special: list[int] = []
         static_bytes = 0
-        position, sizes, ends, static = self.position, self.sizes, self.ends, self.static
+        static = self.static
         text_size, opcode_code = ml.text_size, ml.opcode_code
-        for p, inst in enumerate(insts):
-            position[inst] = p
-            for o in inst.operands:
-                ends[position[o]] = p
-            # Subscripts, not .get: a method call per instruction is a visible share here.
-            try:
-                size = text_size[inst.shape_text]  # a shape decoded once per distinct text
-            except KeyError:
+        try:
+            for p, inst, text in zip(range(n), insts, texts):
+                for o in inst.operands:
+                    ends[position[o]] = p  # a later reader overwrites an earlier one
+                # Subscripts, not .get: a method call per instruction is a visible share here.
                 try:
-                    size = ml.learn_shape(inst)
-                except ValueError:
-                    self.unsized.append(inst)
-                    continue
-            try:
-                code = opcode_code[inst.opcode]
-            except KeyError:
-                code = ml.learn_opcode(inst.opcode)
-            if code or size < 0:
-                if code == STATIC_CODE and size >= 0:  # array parameter or constant
-                    static.add(inst)
-                    static_bytes += size
+                    size = text_size[text]  # a shape decoded once per distinct text
+                except KeyError:
+                    try:
+                        size = ml.learn_shape(inst)
+                    except ValueError:
+                        self.unsized.append(inst)
+                        continue
+                try:
+                    code = opcode_code[inst.opcode]
+                except KeyError:
+                    code = ml.learn_opcode(inst.opcode)
+                if code or size < 0:
+                    if code == STATIC_CODE and size >= 0:  # array parameter or constant
+                        static.add(inst)
+                        static_bytes += size
+                    else:
+                        special.append(p)
                 else:
-                    special.append(p)
-            else:
-                sizes[p] = size
+                    sizes[p] = size
+        except KeyError:  # raised by an operand outside the computation
+            definition_order(self.computation.name, insts)  # says which one
+            raise
         self.static_bytes = static_bytes
         return special
 
@@ -271,13 +278,14 @@ class ComputationLiveness:
             return (inst,)
         return self.defines.get(inst, ())
 
-    def reads(self, inst: HloInstruction) -> Iterator[Buffer]:
+    def reads(self, inst: HloInstruction) -> tuple[Buffer, ...]:
         """The buffers `inst` reads: every operand leaf, a get-tuple-element its element."""
         if inst in self.element_readers:
-            yield from self.leaves[inst]
-            return
-        for o in inst.operands:
-            yield from self.leaves_of(o)
+            return self.leaves[inst]
+        operands = inst.operands
+        if len(operands) == 1:
+            return self.leaves_of(operands[0])
+        return tuple(chain.from_iterable(map(self.leaves_of, operands)))
 
     def size_of(self, b: Buffer) -> int:
         if type(b) is Leaf:

@@ -35,18 +35,25 @@ class RangeAddMaxTree:
         self._height = height
         # Level by level from the leaves: node i's children are 2i, 2i+1, so the levels laid
         # end to end from the root are the array. (A comprehension, not map(max, ...): the
-        # builtin's argument handling costs more than the comparison.)
-        level = list(values)
-        level.extend([_PADDING] * (size - n))
+        # builtin's argument handling costs more than the comparison.) Only the nodes over
+        # real values are compared: the rest of each level is padding, and a last real
+        # node whose sibling is padding is its parent's value.
+        level = values
         levels = [level]
         while len(level) > 1:
+            odd = level[-1] if len(level) & 1 else None
             level = [a if a >= b else b for a, b in zip(level[0::2], level[1::2])]
+            if odd is not None:
+                level.append(odd)
             levels.append(level)
         top = [_PADDING]
+        width = 1
         for level in reversed(levels):
             top.extend(level)
+            top.extend([_PADDING] * (width - len(level)))
+            width <<= 1
         self._top = top
-        self._add = [0] * size  # pending adds of internal nodes (a leaf's lives in _top)
+        self._add = [0] * (2 * size)  # pending adds of internal nodes (a leaf's lives in _top)
 
     def add(self, lo: int, hi: int, delta: int) -> None:
         """v[i] += delta for lo <= i <= hi (nothing if hi < lo)."""
@@ -60,21 +67,21 @@ class RangeAddMaxTree:
         while left < right:
             if left & 1:
                 top[left] += delta
-                if left < size:
-                    add[left] += delta
+                add[left] += delta  # a leaf's entry is never read
                 left += 1
             if right & 1:
                 right -= 1
                 top[right] += delta
-                if right < size:
-                    add[right] += delta
+                add[right] += delta
             left >>= 1
             right >>= 1
         # Recompute the ancestors of both boundary leaves, bottom up: two paths until they
-        # meet, then one. A child and its sibling are c and c ^ 1.
+        # meet (their parents differ for bit_length(i ^ j) - 1 levels), then one to the
+        # root. A child and its sibling are c and c ^ 1.
         i = lo + size
         j = hi + size
-        while i >> 1 != j >> 1:
+        apart = (i ^ j).bit_length() - 1
+        for _ in range(apart):
             a = top[i]
             b = top[i ^ 1]
             i >>= 1
@@ -83,7 +90,7 @@ class RangeAddMaxTree:
             b = top[j ^ 1]
             j >>= 1
             top[j] = (a if a > b else b) + add[j]
-        while i > 1:
+        for _ in range(self._height - max(apart, 0)):
             a = top[i]
             b = top[i ^ 1]
             i >>= 1
@@ -117,11 +124,13 @@ class RangeAddMaxTree:
 
     def argmax(self) -> int:
         """The first program point holding the maximum."""
-        top, size = self._top, self._size
+        top = self._top
         node = 1
-        while node < size:
-            node = 2 * node if top[2 * node] >= top[2 * node + 1] else 2 * node + 1
-        return node - size
+        for _ in range(self._height):
+            node <<= 1
+            if top[node] < top[node + 1]:
+                node += 1
+        return node - self._size
 
     def values(self) -> list[int]:
         """All n values (O(n); for tests and reports)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
+from weakref import ref
 
 from ..syntax.cursor import TextCursor, TextSyntaxError
 from ..syntax.errors import HloParseError
@@ -123,46 +124,114 @@ def attribute_value_at(inst: HloInstruction, start: int, key: str) -> str | None
     return text[start:end] if end > start else None
 
 
-def _printed_attribute_pattern() -> re.Pattern[str]:
+def _printed_attribute_pattern(depth: int) -> re.Pattern[str]:
     """`, key=value` as XLA prints it: the value is words, `<=`, quoted strings and bracket
-    groups (nested at most two deep, no comment in them) with at most one space between
-    them, and ends where the next `, key=` or the text does. Built on first use (a few
-    milliseconds); possessive everywhere, so a text it does not fit fails at once."""
+    groups (nested at most `depth` deep, no comment in them; one deep also takes XLA's
+    list of integer lists, `{{0,1},{2,3}}`) with at most one space between them, and ends
+    where the next `, key=` or the text does. Built on first use (milliseconds: the
+    deeper, the longer); possessive everywhere, so a text it does not fit fails at once."""
     string = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|\'[^\'\\]*+(?:\\.[^\'\\]*+)*+\''
     inner = rf'[^"\'{{}}\[\]()/]++|{string}'
-    for _ in range(2):
+    for _ in range(depth):
         group = rf"\{{(?:{inner})*+\}}|\[(?:{inner})*+\]|\((?:{inner})*+\)"
         inner = rf"{inner}|{group}"
-    part = rf"%?(?:[A-Za-z0-9_.]++|->?)++|<=|{string}|{group}"
+    lists = r"\{(?:\{[0-9,]*+\}(?:,\{[0-9,]*+\})*+)?\}|" if depth == 1 else ""
+    part = rf"%?(?:[A-Za-z0-9_.]++|->?)++|<=|{string}|{lists}{group}"
     name = r"[A-Za-z_][A-Za-z0-9_.\-]*+"
     return re.compile(rf", ({name})=(?![= ])((?: ?(?:{part}))++)(?=, {name}=(?!=)|\Z)")
 
 
-_PRINTED_ATTRIBUTE: re.Pattern[str] | None = None
+#: The patterns by depth, built when first needed.
+_PRINTED_ATTRIBUTE: dict[int, re.Pattern[str]] = {}
+
+
+#: Split pieces by text: XLA repeats a layer's attribute tails layer after layer, and the
+#: metadata that ends most of them even where the heads differ (`channel_id=N`).
+_PIECES: dict[str, tuple[tuple[str, str], ...] | None] = {}
+_METADATA_KEY = ", metadata="
+#: A leading attribute whose value is one plain word (`, channel_id=7`, `, calls=%f.3`): the
+#: printed-form pattern reads it as exactly this value, since no value goes on past `, `.
+_PLAIN_ATTRIBUTE = re.compile(
+    r", ([A-Za-z_][A-Za-z0-9_.\-]*+)=(%?[A-Za-z0-9_.\-]++)(?=, [A-Za-z_][A-Za-z0-9_.\-]*+=(?!=)|\Z)"
+)
 
 
 def split_printed(text: str) -> list[tuple[str, str]] | None:
     """The `(key, raw value)` pairs of an attribute text in XLA's printed form, the same as
     the careful split gives; None for any other text (comments, other spacing, values the
     careful scanner must read token by token), which the careful split then reads. One
-    regex match per attribute instead of a scan per character."""
-    global _PRINTED_ATTRIBUTE
-    pattern = _PRINTED_ATTRIBUTE
+    regex match per attribute instead of a scan per character.
+
+    The text is read as two pieces split before `, metadata=`; when both tile, so does the
+    whole, the same way (no value reaches across the cut: an open bracket or string keeps
+    the first piece from tiling, and no value goes on past a top-level `, `). Otherwise the
+    whole text is read. Each piece is remembered by its text, after the leading attributes
+    with a plain value (a channel id, a called computation) that keep a head unique."""
+    cut = text.find(_METADATA_KEY)
+    if cut > 0:
+        head = _read_piece(text[:cut])
+        if head is not None:
+            rest = _read_piece(text[cut:])
+            if rest is not None:
+                return head + rest
+    return _read_piece(text)
+
+
+def _read_piece(text: str) -> list[tuple[str, str]] | None:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        piece = text[pos:] if pos else text
+        found = _PIECES.get(piece, False)
+        if found is not False:
+            break
+        plain = _PLAIN_ATTRIBUTE.match(text, pos)
+        if plain is None or "ROOT" in plain.group(2):  # ROOT ends a value: the whole split declines
+            if len(_PIECES) >= 8192:
+                _PIECES.clear()
+            found = _PIECES[piece] = _split_printed(piece)
+            break
+        out.append(plain.groups())  # type: ignore[arg-type]
+        pos = plain.end()
+    if found is None:
+        return None
+    out.extend(found)  # type: ignore[arg-type]
+    return out
+
+
+def _split_printed(text: str) -> tuple[tuple[str, str], ...] | None:
+    """One piece split in printed form: with groups one deep (what most values hold, and a
+    third of the cost to build), and only where that does not tile it, two deep. A value
+    the shallow pattern reads whole, the deep one reads the same way (its extra choices
+    start only at a bracket the shallow one cannot take inside a group)."""
+    found = _tile(text, 1)
+    if found is _UNTILED:
+        found = _tile(text, 2)
+    return None if found is _UNTILED else found  # type: ignore[return-value]
+
+
+_UNTILED = object()
+
+
+def _tile(text: str, depth: int) -> tuple[tuple[str, str], ...] | object | None:
+    """The pairs, None where a value says the careful split must read the text, or
+    `_UNTILED` where the pattern of `depth` does not tile it."""
+    pattern = _PRINTED_ATTRIBUTE.get(depth)
     if pattern is None:
-        pattern = _PRINTED_ATTRIBUTE = _printed_attribute_pattern()
+        pattern = _PRINTED_ATTRIBUTE[depth] = _printed_attribute_pattern(depth)
     out = []
     pos, end = 0, len(text)
     while pos < end:
         m = pattern.match(text, pos)
         if m is None:
-            return None
+            return _UNTILED
         key, value = m.groups()
         # A later word ROOT ends a value; a raw-JSON backend config treats `'` as text.
         if "ROOT" in value or ("'" in value and key == "backend_config"):
             return None
         out.append((key, value))
         pos = m.end()
-    return out
+    return tuple(out)
 
 
 def raw_attribute(inst: HloInstruction, key: str) -> str | None:
@@ -302,24 +371,49 @@ def decode_dimensions(inst: HloInstruction) -> tuple[int, ...]:
     raw = raw_attribute(inst, "dimensions")
     if raw is None:
         return ()
-    if _PLAIN_INT_LIST.fullmatch(raw):
-        return tuple(map(int, raw[1:-1].split(","))) if len(raw) > 2 else ()
-    return _decode(inst, "dimensions", raw, lambda c: c.int_list("{", "}", "dimensions"))
+    found = _DIMENSIONS.get(raw)
+    if found is None:
+        if _PLAIN_INT_LIST.fullmatch(raw):
+            found = tuple(map(int, raw[1:-1].split(","))) if len(raw) > 2 else ()
+        else:
+            found = _decode(inst, "dimensions", raw, lambda c: c.int_list("{", "}", "dimensions"))
+        if len(_DIMENSIONS) >= 4096:
+            _DIMENSIONS.clear()
+        _DIMENSIONS[raw] = found
+    return found
 
 
 def decode_int_attr(inst: HloInstruction, key: str) -> int:
     raw = raw_attribute(inst, key)
     if raw is None:
         raise attribute_error(inst, key, f"expected integer attribute {key}=N")
-    if _PLAIN_INT.fullmatch(raw):
-        return int(raw)
-    return _decode(inst, key, raw, lambda c: c.integer(f"for {key}"))
+    return _int_value(inst, key, raw)
+
+
+def _int_value(inst: HloInstruction, key: str, raw: str) -> int:
+    found = _INTS.get(raw)
+    if found is None:
+        if _PLAIN_INT.fullmatch(raw):
+            found = int(raw)
+        else:
+            found = _decode(inst, key, raw, lambda c: c.integer(f"for {key}"))
+        if len(_INTS) >= 8192:
+            _INTS.clear()
+        _INTS[raw] = found
+    return found
+
+
+#: Decoded values by raw text (a value depends on nothing else): modules repeat a few
+#: dimension lists and indices on thousands of instructions.
+_DIMENSIONS: dict[str, tuple[int, ...]] = {}
+_INTS: dict[str, int] = {}
 
 
 def decode_channel_id(inst: HloInstruction) -> int | None:
-    if raw_attribute(inst, "channel_id") is None:
+    raw = raw_attribute(inst, "channel_id")
+    if raw is None:
         return None
-    value = decode_int_attr(inst, "channel_id")
+    value = _int_value(inst, "channel_id", raw)
     return value if value > 0 else None
 
 
@@ -424,12 +518,24 @@ def decode_replica_groups(inst: HloInstruction) -> ReplicaGroups:
     if groups.kind != "list" and module is not None:
         # A compact form may name more devices than the module runs on; XLA's verifier
         # rejects that (replica_count x num_partitions of 1 means "not said", as there).
-        devices = module.replica_count * module.num_partitions
-        named = len(groups.groups) * groups.groups.group_size
-        if 1 < devices < named:
-            raise attribute_error(inst, "replica_groups", f"bad replica_groups: they name {named} devices, the module "
-                                  f"runs on {devices} (replica_count x num_partitions)")
+        # Checked once per groups value and module (each collective of a module repeats it).
+        fits = _FITS.get(id(groups))
+        if fits is None or fits[0] is not groups or fits[1]() is not module:
+            devices = module.replica_count * module.num_partitions
+            named = len(groups.groups) * groups.groups.group_size
+            if 1 < devices < named:
+                raise attribute_error(inst, "replica_groups", f"bad replica_groups: they name {named} devices, the "
+                                      f"module runs on {devices} (replica_count x num_partitions)")
+            if len(_FITS) >= 1024:
+                _FITS.clear()
+            _FITS[id(groups)] = (groups, ref(module))
     return groups
+
+
+#: Compact replica groups (decoded once per text, so shared; kept alive here, so the id
+#: stays theirs) and the module they were found to fit, by the groups' id (the module
+#: weakly: a batch worker's finished modules are not kept).
+_FITS: dict[int, tuple[Any, Any]] = {}
 
 
 def decode_frontend_attributes(inst: HloInstruction) -> dict[str, str]:

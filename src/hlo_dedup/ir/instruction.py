@@ -224,11 +224,15 @@ class HloInstruction:
     def source_line(self) -> str | None:
         """The instruction's line as read, while it is unchanged; None once it must be
         regenerated (or when it was not read from text)."""
-        span = self.span
-        if span.edited or span.end < 0:
+        span = self._span
+        if type(span) is tuple:  # as read, never asked for its span: the line is unchanged
+            start, end = span[1], span[3]
+        elif span.edited or span.end < 0:
             return None
+        else:
+            start, end = span.start, span.end
         source = self._source()
-        return None if source is None else source[span.start : span.end]
+        return None if source is None else source[start:end]
 
     def source_location(self) -> tuple[str, int, int] | None:
         """(file, line, column) where the instruction was read, if it was."""
@@ -241,11 +245,12 @@ class HloInstruction:
     @property
     def _attr_text(self) -> str | None:
         """The raw `, key=value...` text; None once the attribute list was edited."""
-        span = self.span
-        if span.tail_start >= 0:
+        span = self._span
+        tail, end = (span[2], span[3]) if type(span) is tuple else (span.tail_start, span.end)
+        if tail >= 0:
             source = self._source()
             if source is not None:
-                return source[span.tail_start : span.end]
+                return source[tail:end]
         return self._attr_raw
 
     def _set_attr_text(self, value: str | None) -> None:
@@ -254,9 +259,11 @@ class HloInstruction:
 
     def _detach_from_source(self) -> None:
         """Copy what still refers to the source before the instruction leaves its module."""
-        if self.span.tail_start >= 0:
-            self._set_attr_text(self._attr_text)
-        self.span.edited = True
+        span = self.span
+        if span.tail_start >= 0:
+            self._attr_raw = self._attr_text
+            span.tail_start = -1
+        span.edited = True
 
     # ------------------------------------------------------------ attributes
     @property
@@ -417,7 +424,10 @@ class HloInstruction:
         """XLA's HasSideEffect: this op, or anything in a computation it calls."""
         if self.has_side_effect_no_recurse():
             return True
-        return any(c.has_side_effect() for c in self.called_computations)
+        for c in self.called_computations:
+            if c.has_side_effect():
+                return True
+        return False
 
     # --------------------------------------------------------------- editing
     def mark_changed(self) -> None:

@@ -12,15 +12,17 @@ because attribution is a courtesy of the report, not part of any pass's semantic
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..syntax.escape import UnescapeError, c_unescape
 
 _STRING_FIELD = re.compile(r'\b(op_type|op_name|source_file)="((?:[^"\\]|\\.)*)"')
 _INT_FIELD = re.compile(r"\b(source_line|source_column|stack_frame_id)=(-?\d+)")
-_SECTION = re.compile(r"^(FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*$", re.M)
-_NAMED = re.compile(r'^[ \t]*(\d+)[ \t]+"((?:[^"\\\n]|\\.)*)"[ \t]*$', re.M)
-_BRACED = re.compile(r"^[ \t]*(\d+)[ \t]+\{([^}\n]*)\}[ \t]*$", re.M)
+# Each table line on its own (a line: the text between two newlines).
+_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_SECTION = re.compile(r"(FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*")
+_NAMED = re.compile(r'[ \t]*(\d+)[ \t]+"((?:[^"\\]|\\.)*)"[ \t]*')
+_BRACED = re.compile(r"[ \t]*(\d+)[ \t]+\{([^}]*)\}[ \t]*")
 _FIELD = re.compile(r"(\w+)=(-?\d+)")
 
 
@@ -31,9 +33,10 @@ def _unescape(text: str) -> str:
         return text
 
 
-@dataclass(frozen=True)
-class OpMetadata:
-    """The parts of XLA's OpMetadata a user reads: the framework op and the source line."""
+class OpMetadata(NamedTuple):
+    """The parts of XLA's OpMetadata a user reads: the framework op and the source line.
+    (Named tuples, not dataclasses: a dataclass compiles its methods when this module
+    loads, on a report's first gather, and that was most of the load.)"""
 
     op_type: str = ""
     op_name: str = ""
@@ -54,8 +57,7 @@ class OpMetadata:
                    ints.get("source_line", 0), ints.get("source_column", 0), ints.get("stack_frame_id", 0))
 
 
-@dataclass(frozen=True)
-class SourceFrame:
+class SourceFrame(NamedTuple):
     """One frame of a stack: a file, a line and the function it is in."""
 
     file: str
@@ -78,18 +80,27 @@ class StackFrameIndex:
 
     @classmethod
     def parse(cls, head: str) -> StackFrameIndex:
-        """Read the tables out of the text before a module's first computation."""
-        tables: dict[str, str] = {}
-        marks = list(_SECTION.finditer(head))
-        for mark, following in zip(marks, marks[1:] + [None]):
-            tables[mark.group(1)] = head[mark.end() : following.start() if following else len(head)]
+        """Read the tables out of the text before a module's first computation: line by line
+        (a line-anchored search would try every character of the header line, tens of
+        kilobytes in a real module), each table the lines up to the next table's name."""
+        tables: dict[str, list[str]] = {}
+        lines: list[str] | None = None
+        for line in head.split("\n"):
+            # (A regex match costs the length of the line, and the header line is long.)
+            mark = _SECTION.fullmatch(line) if line.startswith(_TABLES) else None
+            if mark is not None:
+                lines = tables[mark.group(1)] = []
+            elif lines is not None:
+                lines.append(line)
+
+        def entries(section: str, pattern: re.Pattern[str]) -> list[tuple[str, str]]:
+            return [m.groups() for m in map(pattern.fullmatch, tables.get(section, ())) if m is not None]  # type: ignore[misc]
 
         def named(section: str) -> dict[int, str]:
-            return {int(n): _unescape(s) for n, s in _NAMED.findall(tables.get(section, ""))}
+            return {int(n): _unescape(s) for n, s in entries(section, _NAMED)}
 
         def braced(section: str) -> dict[int, dict[str, int]]:
-            return {int(n): {k: int(v) for k, v in _FIELD.findall(body)}
-                    for n, body in _BRACED.findall(tables.get(section, ""))}
+            return {int(n): {k: int(v) for k, v in _FIELD.findall(body)} for n, body in entries(section, _BRACED)}
 
         return cls(named("FileNames"), named("FunctionNames"), braced("FileLocations"), braced("StackFrames"))
 

@@ -19,10 +19,12 @@ if TYPE_CHECKING:
     from .module import HloModule
 
 
-def operand_reference(inst: HloInstruction, user: HloInstruction) -> str:
-    """How `user` names its operand `inst`: `%x`, compact `%t#0`, or old `f32[2]{0} %x`."""
-    pct = "%" if user.span.percent else ""
-    if inst.span.compact_gte_base is not None and not inst.is_root:
+def operand_reference(inst: HloInstruction, pct: str, shapes: bool) -> str:
+    """How a user spelled `%name` (`pct`), with old-style operand shapes (`shapes`) or
+    not, names its operand `inst`: `%x`, compact `%t#0`, or old `f32[2]{0} %x`."""
+    span = inst._span
+    # A span still in its reader's fields has no compact base (made a SourceSpan otherwise).
+    if type(span) is not tuple and span.compact_gte_base is not None and not inst.is_root:
         # Walk the live operand chain (not the parse-time base): RAUW may have re-pointed it.
         indices: list[int] = []
         node = inst
@@ -32,7 +34,7 @@ def operand_reference(inst: HloInstruction, user: HloInstruction) -> str:
         ref = pct + node.name + "".join(f"#{i}" for i in reversed(indices))
     else:
         ref = pct + inst.name
-    if user.span.operand_shapes and inst.shape_text is not None:
+    if shapes and inst.shape_text is not None:
         return f"{inst.shape_text} {ref}"
     return ref
 
@@ -41,9 +43,12 @@ def format_operands(inst: HloInstruction) -> str:
     """The operand list with XLA's `/*index=N*/` comment before every 5th operand."""
     if inst.payload is not None:
         return inst.payload
+    span = inst.span
+    pct = "%" if span.percent else ""
+    shapes = span.operand_shapes
     parts = []
     for i, op in enumerate(inst.operands):
-        ref = operand_reference(op, inst)
+        ref = operand_reference(op, pct, shapes)
         if i and i % 5 == 0:
             ref = f"/*index={i}*/" + ref
         parts.append(ref)
@@ -99,7 +104,8 @@ def format_instruction(inst: HloInstruction) -> str:
     pct = "%" if inst.span.percent else ""
     # A result shape the source left out stays out: XLA's parser infers it (and may
     # correct an inconsistent hand-written operand shape while doing so).
-    shape = f"{inst.shape_text} " if inst.shape_text is not None else ""
+    text = inst.shape_text
+    shape = f"{text} " if text is not None else ""
     return (
         f"{root}{pct}{inst.name} = {shape}{inst.opcode}({format_operands(inst)})"
         f"{format_attributes(inst)}"

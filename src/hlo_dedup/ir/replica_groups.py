@@ -19,8 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Iterable, Literal, NamedTuple
 
 from ..syntax.cursor import TextCursor, TextSyntaxError, int64
 from ..syntax.escape import UnescapeError, c_unescape
@@ -36,12 +35,13 @@ class ReplicaGroupsError(TextSyntaxError):
     """Malformed or invalid replica groups; ``offset`` indexes the text when known."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ReplicaGroups:
+class ReplicaGroups(NamedTuple):
     """The device groups plus the text they came from.
 
     ``raw`` is the exact parsed text (None when built from groups) so printing
-    can reproduce the source form; ``kind`` records which form it was.
+    can reproduce the source form; ``kind`` records which form it was. Equal when the
+    groups are. (Named tuples, not dataclasses: a dataclass compiles its methods when
+    this module loads, on a pass's first collective, and that was most of the load.)
     """
 
     groups: DeviceGroups
@@ -81,6 +81,10 @@ class ReplicaGroups:
         if not isinstance(other, ReplicaGroups):
             return NotImplemented
         return self.groups == other.groups
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
         return hash(self.groups)
@@ -131,8 +135,7 @@ def _device_count(sizes: Iterable[int]) -> int | None:
     return total
 
 
-@dataclass(frozen=True, slots=True)
-class _AxisRef:
+class _AxisRef(NamedTuple):
     index: int
     pre_size: int = 1
     size: int | None = None  # None: the whole axis

@@ -34,7 +34,7 @@ from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
 from .gather_survey import GatherSurvey
 from .pass_base import HloPass, ModuleTransaction, PassResult
-from .records import FoldRecord, Hazard, user_line
+from .records import FoldRecord, Hazard, filled, remembered, user_line
 
 
 class _GatherConfig:
@@ -55,7 +55,7 @@ class _GatherConfig:
 
     @classmethod
     def of(cls, inst: HloInstruction) -> _GatherConfig:
-        return cls(inst.opcode, inst.dimensions, inst.replica_groups.groups, inst.shape.layout_key(),
+        return cls(inst.opcode, inst.dimensions, inst.replica_groups.groups, remembered(_SHAPES, inst.shape, _shape_facts)[0],
                    collective_mode(inst), tuple(inst.operands[1:]))
 
     def differences(self, other: _GatherConfig, same_value: dict[HloInstruction, HloInstruction]) -> list[str]:
@@ -199,9 +199,11 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey = GatherSurvey(module, walk_to_parameter)
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
-        for comp, gathers in _gathers_by_computation(module):
+        found = _gathers_by_computation(module)
+        for comp in module.computations if vlog else found:
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
+            gathers = found.get(comp)
             if gathers:
                 self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer)
         changed = bool(folds)
@@ -301,26 +303,13 @@ class NeuronAllGatherDuplicateRemover(HloPass):
 
     @staticmethod
     def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
-        shape = inst.shape
-        printed = _SHAPE_TEXTS.get(id(shape))
-        if printed is None or printed[0] is not shape:
-            if len(_SHAPE_TEXTS) >= 1024:
-                _SHAPE_TEXTS.clear()
-            # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
-            element_type = "tuple" if shape.element_type is None else shape.element_type.value
-            printed = _SHAPE_TEXTS[id(shape)] = (shape, shape.to_text(), element_type)
-        groups = inst.replica_groups
-        spelled = _GROUPS_JSON.get(id(groups))
-        if spelled is None or spelled[0] is not groups:
-            if len(_GROUPS_JSON) >= 1024:
-                _GROUPS_JSON.clear()
-            spelled = _GROUPS_JSON[id(groups)] = (groups, _groups_json(groups))
-        value = spelled[1]
+        _, printed, element_type = remembered(_SHAPES, inst.shape, _shape_facts)
+        value = remembered(_GROUPS_JSON, inst.replica_groups, _groups_json)
         return {
             "parameter": raw.name,
             "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
-            "element_type": printed[2],
-            "shape": printed[1],
+            "element_type": element_type,
+            "shape": printed,
             # Each record its own copy of the lists (a caller may edit one record).
             "replica_groups": [g[:] for g in value] if isinstance(value, list) else value,
         }
@@ -331,34 +320,56 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         out_bytes = byte_size(removed.shape)
         shard_count = _shard_count(removed)
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
-        return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
-                          hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
+        return filled(FoldRecord, self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
+                      None, hazardous, memory, removed_text, rewired)
 
 
-#: Printed shapes (and element types) by Shape object (kept alive here, so an id stays its
-#: own): the gathers of a module share a few, so a key's shape is printed once, not once per
-#: gather. The same for the spelled replica groups (decoded values are shared by text).
-_SHAPE_TEXTS: dict[int, tuple[Any, str, str]] = {}
-_GROUPS_JSON: dict[int, tuple[Any, list[list[int]] | str]] = {}
+def _shape_facts(shape: Any) -> tuple[tuple[object, ...], str, str]:
+    """(layout key, printed text, element type as a key spells it) of a Shape: the gathers
+    of a module share a few shapes, so each is keyed and printed once (`_SHAPES`)."""
+    # A multi-operand gather's output is a tuple: XLA's element_type() is TUPLE.
+    element_type = "tuple" if shape.element_type is None else shape.element_type.value
+    return shape.layout_key(), shape.to_text(), element_type
 
 
-def _gathers_by_computation(module: HloModule) -> list[tuple[HloComputation, list[HloInstruction]]]:
-    """Each computation with its all-gathers and all-gather-starts, in order (a fold changes
-    no other computation's). Most computations of a real module hold none (fusion bodies,
-    reducers): while the module is as read, one whose source lines never say all-gather has
-    none and is not scanned at all."""
+#: `_shape_facts` by Shape object, and the spelled replica groups by decoded value (shared
+#: by text).
+_SHAPES: dict[int, tuple[Any, Any]] = {}
+_GROUPS_JSON: dict[int, tuple[Any, Any]] = {}
+
+
+def _gathers_by_computation(module: HloModule) -> dict[HloComputation, list[HloInstruction]]:
+    """The computations that hold all-gathers or all-gather-starts, in order, each with
+    them in order (a fold changes no other computation's). Most computations of a real
+    module hold none (fusion bodies, reducers): while the module is as read, one whose
+    source lines never say all-gather has none and is not scanned at all. The source is
+    searched once, front to back, alongside the computations (text order while it is as
+    read), from each mention to the next body."""
     source = module.source.text if module.is_pristine() else None  # type: ignore[union-attr]
-    return [(comp, [] if source is not None and not _written_with_gathers(comp, source)
-             else [inst for inst in comp if inst.opcode in _GATHERS]) for comp in module.computations]
+    out: dict[HloComputation, list[HloInstruction]] = {}
+    # `hit`: the first mention at or after `searched` (-1: none).
+    searched, hit = 0, (source.find(_MENTION) if source is not None else -1)
+    for comp in module.computations:
+        span = comp.span
+        if source is not None and span is not None and span.body_end >= 0:
+            if span.start < searched:  # out of text order: this body on its own
+                if source.find(_MENTION, span.start, span.body_end) < 0:
+                    continue
+            else:
+                if 0 <= hit < span.start:
+                    hit = source.find(_MENTION, span.start)
+                    searched = span.start
+                if hit < 0 or hit > span.body_end - len(_MENTION):  # none inside the body
+                    continue
+                hit = source.find(_MENTION, span.body_end)
+                searched = span.body_end
+        gathers = [inst for inst in comp if inst.opcode in _GATHERS]
+        if gathers:
+            out[comp] = gathers
+    return out
 
 
-def _written_with_gathers(comp: HloComputation, source: str) -> bool:
-    """False when the computation's lines in the module's source (unchanged) hold no
-    all-gather: then neither does the computation."""
-    span = comp.span
-    if span is None or span.body_end < 0:
-        return True
-    return source.find("all-gather", span.start, span.body_end) >= 0
+_MENTION = "all-gather"
 
 
 def _no_gather_notes(module: HloModule) -> list[str]:

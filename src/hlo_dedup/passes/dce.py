@@ -45,18 +45,32 @@ class HloDCE(HloPass):
 
 def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> bool:
     """Run HloDCE over `module`; returns XLA's `changed` (§1.9). A pass passes its
-    transaction, which is told before the first edit; a direct call is not rolled back."""
+    transaction, which is told before the first edit; a direct call is not rolled back.
+
+    Each computation reached from the entry through the instructions that survive is
+    cleaned in turn, then the computations nothing reached are removed. A computation
+    without dead code (most of a real module: thousands of small fusion bodies) costs one
+    loop over its instructions (`dead_and_callees`), and nothing in it can die; the steps
+    are inline, since a call per computation would be a visible share of that."""
     transaction = transaction or ModuleTransaction(module, tracked=False)
     entry = module.entry
     if entry is None:
         return False
-    to_remove = {c for c in module.computations if c is not entry}
+    to_remove = set(module.computations)
+    to_remove.discard(entry)
     stack = [entry]
     changed = False
     while stack:
         comp = stack.pop()
-        comp_changed, callees = _run_on_computation(comp, transaction)
-        changed |= comp_changed
+        root = comp.root
+        if comp.fusion_instruction is not None and root is not None and root.opcode == "tuple":
+            changed |= _remove_multi_output_fusion_unused_outputs(comp, transaction)  # may re-root
+        dead, callees = comp.dead_and_callees()
+        if dead:
+            removed = _remove_dead_roots(comp, dead, transaction)
+            changed |= _remove_dead_parameters(comp, transaction) or removed
+            # The computations its surviving instructions call, in instruction order.
+            callees = [callee for inst in comp for callee in inst.called_computations]
         for callee in callees:
             if callee in to_remove:
                 to_remove.discard(callee)
@@ -67,22 +81,6 @@ def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> 
             module.remove_computation(comp)
             changed = True
     return changed
-
-
-def _run_on_computation(comp: HloComputation, transaction: ModuleTransaction) -> tuple[bool, list[HloComputation]]:
-    """DCE of one computation; also the computations its surviving instructions call, in
-    instruction order. A computation without dead code (most of a real module) costs two
-    comprehensions over its instructions, and nothing in it can die."""
-    root = comp.root
-    changed = False
-    if comp.fusion_instruction is not None and root is not None and root.opcode == "tuple":
-        changed = _remove_multi_output_fusion_unused_outputs(comp, transaction)  # may re-root
-    dead = comp.dead_instructions()
-    if dead:
-        removed = _remove_dead_roots(comp, dead, transaction)
-        removed |= _remove_dead_parameters(comp, transaction)
-        changed |= removed
-    return changed, [callee for inst in comp for callee in inst.called_computations]
 
 
 def _frontend_true(inst: HloInstruction, keys: tuple[str, ...]) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable
 
-from .records import InstructionFate, NearMiss, identify
+from .records import InstructionFate, NearMiss, facts, filled
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
@@ -28,7 +28,7 @@ _GLOBAL_TO_LOCAL = "xla.sdy.GlobalToLocalShape"
 
 class _Entry:
     """One gather as the pass saw it; what the record needs is copied while it exists
-    (`GatherSurvey._add` fills the facts from `identify`)."""
+    (`GatherSurvey._add` fills the facts from `records.facts`)."""
 
     __slots__ = ("bytes_output", "comp_name", "fate", "folded_into", "inst", "key", "key_json", "name", "op_name",
                  "opcode", "path", "raw", "reason", "refused_onto", "source", "stop", "walk")
@@ -110,9 +110,9 @@ class GatherSurvey:
                 self._near.append(_same_operand_miss(comp, stop, group, direct))
 
     def records(self) -> list[InstructionFate]:
-        return [InstructionFate(e.comp_name, e.name, e.opcode, e.fate, e.folded_into, e.reason,
-                                (e.stop.opcode, e.stop.name) if e.stop is not None else None,
-                                e.key_json, e.bytes_output, e.op_name, e.source, e.walk, e.refused_onto)
+        return [filled(InstructionFate, e.comp_name, e.name, e.opcode, e.fate, e.folded_into, e.reason,
+                       (e.stop.opcode, e.stop.name) if e.stop is not None else None,
+                       e.key_json, e.bytes_output, e.op_name, e.source, e.walk, e.refused_onto)
                 for e in self._entries.values()]
 
     def near_misses(self) -> list[NearMiss]:
@@ -121,9 +121,8 @@ class GatherSurvey:
 
     # ------------------------------------------------------------ internals
     def _add(self, entry: _Entry) -> None:
-        facts = identify(entry.inst)
-        entry.comp_name, entry.name, entry.opcode = facts["computation"], facts["name"], facts["opcode"]
-        entry.bytes_output, entry.op_name, entry.source = facts["bytes_output"], facts["op_name"], facts["source"]
+        (entry.comp_name, entry.name, entry.opcode, entry.bytes_output, entry.op_name,
+         entry.source) = facts(entry.inst)
         self._entries[entry.inst] = entry
         self._open.append(entry)
 
@@ -137,13 +136,19 @@ class GatherSurvey:
         if any(e.raw is not None and e.raw.parent not in (None, top) for e in self._entries.values()):
             for comp in self.module.computations:
                 for inst in comp:
-                    for callee in inst.called_computations:
-                        callers[callee].append(inst)
+                    if inst.called_computations:
+                        for callee in inst.called_computations:
+                            callers[callee].append(inst)
         groups: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
+        # By (parameter, path): a layer's forward and backward gathers share theirs.
+        origins: dict[tuple, tuple[HloInstruction, tuple[int, ...]] | None] = {}
         for entry in self._entries.values():
             if entry.key is None or entry.raw is None or entry.raw.parent is None:
                 continue
-            origin = self._origin(entry.raw, entry.path, callers)
+            at = (entry.raw, entry.path)
+            if at not in origins:
+                origins[at] = self._origin(entry.raw, entry.path, callers)
+            origin = origins[at]
             if origin is None:
                 continue
             param, path = origin

@@ -3,8 +3,8 @@ instruction the pass considered, and the near misses it saw."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..ir.shape import byte_size
 
@@ -111,31 +111,71 @@ class NearMiss:
     instructions: tuple[str, ...]
 
 
+_Record = TypeVar("_Record")
+
+
+def filled(cls: type[_Record], *values: Any) -> _Record:
+    """A record of frozen dataclass `cls` from all its field values in order, filled in one
+    step: the generated __init__ sets a frozen field with a call per field, and a pass makes
+    a record per gather and per fold."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    if len(values) != len(names):
+        raise TypeError(f"{cls.__name__} has {len(names)} fields, got {len(values)} values")
+    record = object.__new__(cls)
+    record.__dict__.update(zip(names, values))
+    return record
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def identify(inst: HloInstruction) -> dict[str, Any]:
     """What a record says about an instruction while it still exists (DCE may delete it):
     where it is, its output bytes, and its framework op and source line from metadata."""
+    return dict(zip(_FACTS, facts(inst)))
+
+
+_FACTS = ("computation", "name", "opcode", "bytes_output", "op_name", "source")
+
+
+def facts(inst: HloInstruction) -> tuple[str, str, str, int, str | None, str | None]:
+    """`identify`'s values in its order, for a caller that keeps them in its own fields."""
+    global _LOCATED
     module = inst.module
     metadata = inst.metadata  # loads ir.metadata (read only for what a pass records)
     index = module.stack_frames if module is not None else None
-    # The gathers of a layer stack share a few metadata values: each is located once.
-    source = _SOURCES.get((metadata, index), _UNKNOWN)
-    if source is _UNKNOWN:
-        from ..ir.metadata import program_location
-
-        frame = program_location(metadata, index)
-        if len(_SOURCES) >= 4096:
-            _SOURCES.clear()
-        source = _SOURCES[(metadata, index)] = str(frame) if frame is not None else None
-    return {
-        "computation": inst.parent.name if inst.parent is not None else "",
-        "name": inst.name,
-        "opcode": inst.opcode,
-        "bytes_output": byte_size(inst.shape),
-        "op_name": metadata.op_name or None,
-        "source": source,
-    }
+    # The gathers of a layer stack share a few metadata values (one object per text) and
+    # shapes: each is located, and sized, once.
+    if _LOCATED[0] is not index:
+        _LOCATED = (index, {})
+    op_name, source = remembered(_LOCATED[1], metadata, lambda m: _located(m, index))
+    parent = inst.parent
+    return (parent.name if parent is not None else "", inst.name, inst.opcode,
+            remembered(_BYTES, inst.shape, byte_size), op_name, source)
 
 
-#: The printed program location by (metadata, the module's stack-frame tables).
-_SOURCES: dict[tuple[Any, Any], str | None] = {}
-_UNKNOWN = object()
+def _located(metadata: Any, index: Any) -> tuple[str | None, str | None]:
+    from ..ir.metadata import program_location
+
+    frame = program_location(metadata, index)
+    return metadata.op_name or None, str(frame) if frame is not None else None
+
+
+def remembered(memo: dict[int, tuple[Any, Any]], obj: Any, make: Callable[[Any], Any], limit: int = 1024) -> Any:
+    """`make(obj)`, computed once per object while it lives: `memo` maps id(obj) to (obj,
+    value), keeping `obj` alive so that its id stays its own; it is emptied at `limit`."""
+    found = memo.get(id(obj))
+    if found is None or found[0] is not obj:
+        if len(memo) >= limit:
+            memo.clear()
+        found = memo[id(obj)] = (obj, make(obj))
+    return found[1]
+
+
+#: The stack-frame tables of the module being recorded, and (op name, location) by its
+#: metadata objects (decoded once per text, so shared).
+_LOCATED: tuple[Any, dict[int, tuple[Any, Any]]] = (None, {})
+#: Output bytes by Shape object.
+_BYTES: dict[int, tuple[Any, Any]] = {}
