@@ -40,7 +40,7 @@ def inputs(corpus: Path, also: list[Path]) -> list[Path]:
     found = sorted(corpus.glob("*.hlo")) if corpus.is_dir() else []
     for folder in ("tests/data", "examples"):
         found += sorted((REPO / folder).rglob("*.hlo"))
-    return found + [path.resolve() for path in also]
+    return found + [path.absolute() for path in also]  # not resolved: benchmarks/out may be a link
 
 
 def _without_timings(value):  # noqa: ANN001, ANN202 - JSON in, JSON out
