@@ -142,6 +142,21 @@ def test_fields_split_over_records_read_as_xla_reads_them(oracle, module: str, e
     assert proto.module_bytes_to_hlo_text(data) == oracle.module_proto_to_text(data)
 
 
+def test_names_with_line_breaks_are_sanitized_as_xla_does(oracle) -> None:  # type: ignore[no-untyped-def]
+    """A line break is no name character: XLA prints `_` for it, in an instruction's name
+    and in a computation's (and a line never breaks inside a name)."""
+    from hlo_dedup.io.proto_fields import message_classes
+
+    module = message_classes(False)["HloModuleProto"].FromString(oracle.text_to_module_proto(FSDP.read_text()))
+    module.computations[0].name = "a\nb"
+    module.computations[-1].instructions[0].name = "\n"
+    module.computations[-1].instructions[1].name = "c\n"
+    data = module.SerializeToString()
+    ours = proto.module_bytes_to_hlo_text(data)
+    assert ours == oracle.module_proto_to_text(data)
+    assert "%a_b" in ours and "%c_ " in ours
+
+
 def _renumbered(data: bytes, local_id) -> bytes:  # type: ignore[no-untyped-def]
     """`data` with the k-th of n instructions of each computation given local id
     `local_id(k, n)` (the high half of its id kept), references and schedule following."""
