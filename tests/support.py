@@ -91,6 +91,26 @@ def ir_structure(module: HloModule) -> list[object]:
     return out
 
 
+def ir_layout(module: HloModule) -> list[object]:
+    """`ir_structure` and everything else a reader leaves in the IR: the module's source
+    fields, every span's fields, users and control successors in order, fusion callers.
+    Two builders of one module from one text must give equal lists."""
+    source = module.source
+    out: list[object] = ir_structure(module)
+    out.append((module.filename, module.use_spmd_partitioning, module.is_pristine(), module.entry.is_entry if module.entry else None))
+    if source is not None:
+        out.append((source.text, source.filename, source.first_line, source.head, source.tail, source.has_header))
+    for comp in module.computations:
+        span = comp.span
+        out.append((comp.name, span.head, span.start, span.body_end, span.tail, span.percent, span.has_signature,
+                    comp.fusion_instruction.name if comp.fusion_instruction else None, comp.parent is module))
+        for inst in comp.instructions:
+            s = inst.span
+            out.append((inst.name, s.lead, s.start, s.tail_start, s.end, s.edited, s.compact_gte_base, s.host,
+                        [u.name for u in inst.users], [c.name for c in inst.control_successors], inst.parent is comp))
+    return out
+
+
 def first_difference(a: list[object], b: list[object]) -> str:
     """The first entries where two `ir_structure` lists differ, for a failure message."""
     for x, y in zip(a, b):

@@ -28,11 +28,16 @@ from .proto_instruction import Computation, Instructions, sanitized_name
 from .proto_line import LinePrinter
 from .proto_values import InvalidProto, ShapeText, UnsupportedProto, escape, frontend_attributes, shape_index
 
-__all__ = ["InvalidProto", "UnsupportedProto", "module_to_text"]
+__all__ = ["InvalidProto", "PrintedModule", "UnsupportedProto", "module_to_text", "print_module"]
 
 
 def module_to_text(data: bytes) -> str:
-    """The HLO text XLA prints for a serialized ``HloModuleProto``.
+    """The HLO text XLA prints for a serialized ``HloModuleProto``."""
+    return print_module(data).text
+
+
+def print_module(data: bytes) -> PrintedModule:
+    """A serialized ``HloModuleProto`` printed as XLA prints it, with where each part went.
 
     Raises :class:`InvalidProto` for a proto XLA would not load and
     :class:`UnsupportedProto` for content this printer cannot reproduce exactly.
@@ -42,10 +47,38 @@ def module_to_text(data: bytes) -> str:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _ModulePrinter(ModuleData(data)).text()
+        return _ModulePrinter(ModuleData(data)).printed()
     finally:
         if enabled:
             gc.enable()
+
+
+class PrintedModule:
+    """A module's text as printed from its proto, and the layout of that text, for
+    building the IR on it without reading it again (:mod:`hlo_dedup.io.proto_ir`).
+
+    ``head`` is the text before the first computation (the header line ``header``,
+    then the stack-frame tables), ``computations`` the printed ones in print order,
+    ``sequence`` the table index of each instruction line in print order and
+    ``openings`` each computation's (first line, root line, what is between it and
+    the computation or header before it, its head up to its first line's name). A
+    line is its indentation, ``ROOT`` on a root, then its piece of each of
+    ``columns``; ``closing`` ends the text.
+    """
+
+    def __init__(self, printer: _ModulePrinter, text: str, header: str, head: str, computations: list[Computation],
+                 sequence: list[int], openings: list[tuple[int, int, str, str]], columns: list[list[str]],
+                 closing: str) -> None:
+        self.text = text
+        self.table = printer.table
+        self.entry = printer.entry
+        self.header = header
+        self.head = head
+        self.computations = computations
+        self.sequence = sequence
+        self.openings = openings
+        self.columns = columns
+        self.closing = closing
 
 
 class _ModulePrinter:
@@ -110,11 +143,11 @@ class _ModulePrinter:
 
     # -- printing -----------------------------------------------------------------------
 
-    def text(self) -> str:
+    def printed(self) -> PrintedModule:
         """The module: its header, then each computation's head and instruction lines in
         print order, joined in one pass over pieces the line printer makes column by
         column (a line's prefix holds the indentation, ``ROOT`` and what goes between
-        computations)."""
+        computations); and where each part of the text is."""
         table = self.table
         frames = _StackFrames(self.module, self.decoder)
         frames.collect(map(table.metadata.__getitem__, table.order), self.lines)
@@ -125,26 +158,29 @@ class _ModulePrinter:
         post_order = table.post_order(unscheduled)
         offsets = dict(zip([c.position for c in unscheduled], accumulate([0] + [c.stop - c.start for c in unscheduled])))
         sequence: list[int] = []
-        openings: list[tuple[int, int, str]] = []  # (first line, root line, text before the first line)
-        between = self._header() + frames.text() + "\n\n"
+        openings: list[tuple[int, int, str, str]] = []  # (first line, root line, closing before, head)
+        header = self._header()
+        frames_text = frames.text()
+        between = header + frames_text + "\n\n"
         for comp in printed:
             order = self.schedule.get(comp.id)
             if order is None:
                 at = offsets[comp.position]
                 order = post_order[at : at + comp.stop - comp.start]
-            openings.append((len(sequence), len(sequence) + order.index(comp.root), between + self._computation_head(comp)))
+            openings.append((len(sequence), len(sequence) + order.index(comp.root), between, self.computation_head(comp)))
             sequence += order
-            between = ("\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"') + "\n\n"
+            between = self.closing(comp) + "\n\n"
         # Line after line: its prefix, then its piece of each column. Filled by strided
         # slice assignment, which costs a third of zipping the columns piece by piece.
         width = len(columns) + 1
         pieces = ["\n  "] * (width * len(sequence))
         for k, column in enumerate(columns, 1):
             pieces[k::width] = [column[i] for i in sequence]
-        for first, root, opening in openings:
-            pieces[first * width] = opening
+        for first, root, before, head in openings:
+            pieces[first * width] = before + head
             pieces[root * width] += "ROOT "
-        return "".join(pieces) + between
+        return PrintedModule(self, "".join(pieces) + between, header, header + frames_text[:-1], printed, sequence,
+                             openings, columns, between)
 
     def _computation_order(self) -> list[Computation]:
         """``MakeComputationPostOrder(dfs_postorder=true)``."""
@@ -222,7 +258,10 @@ class _ModulePrinter:
         donors = sorted({(e.parameter_number, tuple(e.parameter_shape_index)) for e in donor.entries})
         return ", ".join(f"({p}, {shape_index(i)})" for p, i in donors)
 
-    def _computation_head(self, comp: Computation) -> str:
+    def closing(self, comp: Computation) -> str:
+        return "\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"'
+
+    def computation_head(self, comp: Computation) -> str:
         shapes, names, text_without_layout = self.table.shapes, self.table.names, self.shapes.text_without_layout
         params = ", ".join([f"{names[p]}: {text_without_layout(shapes[p])}" for p in comp.parameters])
         result = text_without_layout(shapes[comp.root])

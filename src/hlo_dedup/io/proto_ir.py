@@ -1,0 +1,281 @@
+"""The IR of a module printed from its proto, built on the printed text without reading it.
+
+The printer (:mod:`hlo_dedup.io.proto_text`) knows every piece of every line it writes:
+the name, shape, opcode, operands and attribute tail, and where each lands in the text.
+This builds, through the IR's public constructors, exactly the IR the text reader builds
+from that text (`hlo_dedup.text.parse_module`), offsets into the text included, so the
+module prints back as the text until a pass edits it.
+
+Where the text reader might not read a piece as printed (a name it takes for a keyword,
+a shape or an attribute tail it would not vouch for, an operand printed after its user,
+a callee it cannot find), the direct build is not sure and gives up: the text is then
+read, which gives the same IR or the located error the reader reports for it.
+
+The work is done column by column, in C loops where it can be: pieces repeat (a layer's
+shapes, opcodes and attribute tails recur layer after layer), so each distinct piece is
+checked once, and the instructions of a computation are made by one `map`.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate, compress, repeat
+from operator import add, sub
+from typing import Callable
+
+from ..ir.computation import HloComputation
+from ..ir.instruction import HloInstruction
+from ..ir.module import HloModule
+from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
+from ..ir.source import ComputationSpan, ModuleSource
+from ..syntax.lexer import IDENT, ScanError, match_group, name_list, split_attributes
+from ..text import parse_module
+from ..text.lines import Reference, shape_end, tail_references
+from .proto_text import PrintedModule
+
+_LEAD = "\n  "  # every printed line's indentation
+_ROOT = len("ROOT ")
+_MODULE = "HloModule "
+#: Header attributes the reader checks; the printer never writes them.
+_CHECKED_HEADER_KEYS = frozenset(("replica_count", "num_partitions"))
+_CALLED_KEYS = frozenset(CALLED_COMPUTATION_KEYS)
+_PAYLOAD_OPCODES = frozenset(("parameter", "constant"))
+#: The reader's verdict on an attribute tail does not change when a digit becomes another
+#: (no pattern of its fast path or scanner tells digits apart): tails that differ only in
+#: numbers (channel ids, `%region_12.3`) are checked once, as their form with zeros.
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")  # (in UTF-8, no other character has such a byte)
+
+
+class _NotSure(Exception):
+    """The text reader might read this module otherwise than the direct build."""
+
+
+def module_from_printed(printed: PrintedModule, filename: str, container: str, *, spmd: bool) -> HloModule:
+    """The module `printed` holds, named `filename`; read from its text where the direct
+    build is not sure (errors then point into that text, which says it came from a
+    `container`)."""
+    try:
+        return _Builder(printed, filename, spmd).build()
+    except (_NotSure, ScanError):
+        pass
+    module = parse_module(printed.text, f"{filename} ({container} as XLA text)", spmd=spmd)
+    module.filename = filename
+    return module
+
+
+class _Builder:
+    def __init__(self, printed: PrintedModule, filename: str, spmd: bool) -> None:
+        self.printed = printed
+        self.filename = filename
+        self.spmd = spmd
+        self.shapes: dict[str, bool] = {}  # shape text -> the reader reads it as one shape
+
+    def build(self) -> HloModule:
+        printed = self.printed
+        module = self._module()
+        source = ModuleSource(printed.text, self.filename, head=printed.head, tail=printed.closing[-2:])
+        module.source = source
+        table = printed.table
+        names = table.names
+        if "ROOT" in names:
+            raise _NotSure  # the reader takes it for the keyword
+        shape_col, opcode_col, args = printed.columns[1:4]
+        opcodes = _pieces(opcode_col, 0, -1, is_known_opcode)  # "OPCODE("
+        shapes = _pieces(shape_col, 3, -1, self._is_shape)  # " = SHAPE "
+        payloads: list[str | None] = [None] * len(names)
+        operands: list[list[int]] = table.operands
+        for i in compress(range(len(names)), map(_PAYLOAD_OPCODES.__contains__, opcodes)):
+            payloads[i] = args[i]  # printed between the parentheses instead of operands
+            if operands[i]:
+                if operands is table.operands:
+                    operands = list(operands)
+                operands[i] = []
+            if opcodes[i] == "constant" and not _literal_reads(args[i]):
+                raise _NotSure
+        refs, starts, tail_starts, ends = self._layout()
+        sequence = printed.sequence
+        objects: list[HloInstruction | None] = [None] * len(names)
+        make = HloInstruction.from_source
+        openings = printed.openings
+        # What follows each computation's last line: its closing, "\n\n", the next opening.
+        afters = [before for _, _, before, _ in openings[1:]] + [printed.closing]
+        for j, comp in enumerate(printed.computations):
+            first, root_line, _, _ = openings[j]
+            stop = openings[j + 1][0] if j + 1 < len(openings) else len(sequence)
+            computation = self._computation(module, j, ends[first - 1] if first else 0)
+            append = computation.append_instruction
+            for k, i, start, tail_start, end in zip(range(first, stop), sequence[first:stop], starts[first:stop],
+                                                    tail_starts[first:stop], ends[first:stop]):
+                uses = [objects[o] for o in operands[i]]
+                if None in uses:
+                    raise _NotSure  # an operand printed after its user
+                inst = objects[i] = make(names[i], opcodes[i], shapes[i], uses, payloads[i],  # type: ignore[arg-type]
+                                         (_LEAD, start, tail_start, end, True))
+                if refs[i]:  # resolved before the line is added, as the reader does
+                    self._resolve(module, computation, inst, k, refs[i])
+                append(inst)
+            computation.root = objects[sequence[root_line]]
+            computation.parameters = [objects[p] for p in comp.parameters]  # type: ignore[misc]
+            span = computation.span
+            assert span is not None
+            span.body_end = ends[stop - 1]
+            span.tail = afters[j][:-2]
+        module.attach_source(source)
+        return module
+
+    def _module(self) -> HloModule:
+        """The module and its header attributes, as the reader reads the header."""
+        printed = self.printed
+        header = printed.header
+        name, _, _ = header[len(_MODULE) :].partition(",")
+        if IDENT.fullmatch(name) is None:
+            raise _NotSure
+        module = HloModule(name, use_spmd_partitioning=self.spmd)
+        attrs, end = split_attributes(printed.head, len(_MODULE) + len(name), single=True)
+        keys = [key for key, _, _ in attrs]
+        if end != len(header) or len(set(keys)) != len(keys) or not _CHECKED_HEADER_KEYS.isdisjoint(keys):
+            raise _NotSure
+        module.header_attributes = [(key, raw) for key, raw, _ in attrs]
+        return module
+
+    def _layout(self) -> tuple[list[tuple[Reference, ...]], list[int], list[int], list[int]]:
+        """Each instruction's references (`_references`), and where each line starts (at
+        `ROOT` or its name), where its attribute tail starts and where it ends, in print
+        order. The lines are the text's lines between each computation's head and closing
+        (none of its pieces holds a line break: the count of lines says so)."""
+        printed = self.printed
+        refs, tail_lengths = self._references()
+        lines = printed.text.split("\n")
+        ends = list(accumulate(map(add, map(len, lines), repeat(1))))  # each line's end, and 1 for its break
+        # Each computation's instruction lines follow the line breaks of its opening.
+        breaks = 0
+        sequence = printed.sequence
+        starts: list[int] = []
+        line_ends: list[int] = []
+        openings = printed.openings
+        for j, (first, _, before, comp_head) in enumerate(openings):
+            stop = openings[j + 1][0] if j + 1 < len(openings) else len(sequence)
+            breaks += before.count("\n") + comp_head.count("\n")
+            at = breaks - first  # instruction line k is text line k + at
+            starts += ends[first + at - 1 : stop + at - 1]  # where the line before ends
+            line_ends += ends[first + at : stop + at]
+            breaks += stop - first - 1
+        if breaks + printed.closing.count("\n") != len(lines) - 1:
+            raise _NotSure  # a line break inside a line
+        line_ends = list(map(sub, line_ends, repeat(1)))
+        starts = list(map(add, starts, repeat(len(_LEAD) - 1)))  # after the indentation
+        tail_starts = list(map(sub, line_ends, map(tail_lengths.__getitem__, sequence)))
+        return refs, starts, tail_starts, line_ends
+
+    def _references(self) -> tuple[list[tuple[Reference, ...]], list[int]]:
+        """Each instruction's attributes that name computations or control predecessors
+        (offsets in its tail), as the reader finds them in its tail, and its tail's length;
+        _NotSure where the reader might not read the tail as these attributes."""
+        printed = self.printed
+        tails, metadata, configs = printed.columns[4:7]
+        triples = list(zip(tails, metadata, configs))
+        verdicts: dict[str, tuple[Reference, ...] | None] = {}
+        pieces: dict = {}
+        found: dict[tuple[str, str, str], tuple[Reference, ...]] = {}
+        lengths: dict[tuple[str, str, str], int] = {}
+        for triple in set(triples):
+            tail = triple[0][1:] + triple[1] + triple[2]  # after the operand list's ")"
+            form = tail.encode("utf-8", "surrogateescape").translate(_DIGITS).decode("utf-8", "surrogateescape")
+            refs = verdicts.get(form, False)
+            if refs is False:
+                refs = verdicts[form] = tail_references(form, pieces)
+            if refs is None:
+                raise _NotSure
+            # The same attributes at the same offsets: their values from the tail itself.
+            found[triple] = tuple([(key, tail[at : at + len(raw)], at) for key, raw, at in refs])
+            lengths[triple] = len(tail)
+        return list(map(found.__getitem__, triples)), list(map(lengths.__getitem__, triples))
+
+    def _computation(self, module: HloModule, j: int, opening: int) -> HloComputation:
+        """The `j`-th computation printed, whose opening (the closing before it, then its
+        head) starts at `opening`."""
+        printed = self.printed
+        comp = printed.computations[j]
+        _, _, before, comp_head = printed.openings[j]
+        is_entry = comp is printed.entry
+        result = comp_head[comp_head.rindex(" -> ") + 4 : -5]  # before " {\n  "
+        if (
+            IDENT.fullmatch(comp.name) is None  # an empty name
+            or (not is_entry and comp.name == "ENTRY")
+            or not self._is_shape(result)
+            or not _plain_thread(comp.thread)
+        ):
+            raise _NotSure
+        # The head starts after the module's head or the closing before it, and ends with
+        # the "{" of "{\n  ".
+        start = opening + (len(printed.head) if j == 0 else len(before) - 2)
+        brace = opening + len(before) + len(comp_head) - 4
+        span = ComputationSpan(printed.text[start : brace + 1], brace)
+        computation = HloComputation(comp.name, is_entry=is_entry, span=span)
+        module.add_computation(computation)
+        if is_entry:
+            module.entry = computation
+        computation.execution_thread = comp.thread
+        return computation
+
+    def _is_shape(self, text: str) -> bool:
+        """The reader reads `text` as one shape."""
+        known = self.shapes.get(text)
+        if known is None:
+            try:
+                known = shape_end(text, 0) == len(text)
+            except ScanError:
+                known = False
+            self.shapes[text] = known
+        return known
+
+    def _resolve(self, module: HloModule, computation: HloComputation, inst: HloInstruction, k: int,
+                 refs: tuple[Reference, ...]) -> None:
+        """Bind the computations and control predecessors line `k` names, as the reader does
+        (in attribute order, an edge named twice once, computations and lines read before)."""
+        lookup = computation.name_lookup()
+        for key, raw, _ in refs:
+            names = [name for name, _ in name_list(raw)]
+            if key in _CALLED_KEYS:
+                callees = list(map(module.get_computation, names))
+                if None in callees:
+                    raise _NotSure
+                if key == "calls" and inst.opcode == "fusion":
+                    for callee in callees:
+                        callee.fusion_instruction = inst  # type: ignore[union-attr]
+                inst.called_computations = [*inst.called_computations, *callees]  # type: ignore[list-item]
+            elif key == "control-predecessors":
+                preds = dict.fromkeys(inst.control_predecessors)
+                for pred in map(lookup, names):
+                    if pred is None:
+                        raise _NotSure
+                    if pred not in preds:
+                        preds[pred] = None
+                        pred.control_successors = [*pred.control_successors, inst]
+                inst.control_predecessors = list(preds)
+
+
+def _pieces(column: list[str], start: int, stop: int, reads: Callable[[str], bool]) -> list[str]:
+    """What each piece of `column` prints (`piece[start:stop]`), which the reader must read
+    as printed (checked once per distinct piece)."""
+    values: dict[str, str] = {}
+    for piece in set(column):
+        value = values[piece] = piece[start:stop]
+        if not reads(value):
+            raise _NotSure
+    return list(map(values.__getitem__, column))
+
+
+def _literal_reads(literal: str) -> bool:
+    """The reader ends the group `(literal)` where the printer does."""
+    try:
+        return match_group(f"({literal})", 0) == len(literal) + 2
+    except ScanError:
+        return False
+
+
+def _plain_thread(thread: str) -> bool:
+    """A thread name the printer quotes as the reader unquotes it (no escapes)."""
+    return thread.isascii() and thread.isprintable() and '"' not in thread and "\\" not in thread
+
+
+__all__ = ["module_from_printed"]
