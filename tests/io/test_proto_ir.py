@@ -119,6 +119,10 @@ def _backend_config(config: str) -> Callable[[Any], None]:
     return lambda m: setattr(_instr(m, "n"), "backend_config", config.encode())
 
 
+def _module_attribute(value: str) -> Callable[[Any], None]:
+    return lambda m: m.frontend_attributes.map.add(key="k", value=value)
+
+
 def _scheduled(order: list[str]) -> Callable[[Any], None]:
     def edit(m: Any) -> None:
         ids = {i.name: i.id for c in m.computations for i in c.instructions}
@@ -138,6 +142,8 @@ def _scheduled(order: list[str]) -> Callable[[Any], None]:
         _thread("host"), _thread('a"b'), _thread("a\\nb"), _thread("caf\u00e9"), _thread(""),
         _backend_config('{"a": 1}'), _backend_config('{"a": "}"}'), _backend_config("{ /* c */ }"),
         _backend_config('{"a": 1} // c'), _backend_config("raw text, with=commas"), _backend_config("{{}"),
+        _module_attribute("v"), _module_attribute('{"a": "b"}'), _module_attribute("{a'b}"),
+        _module_attribute("{ /* c */ }"),
         _scheduled(["p", "n", "c", "r", "a"]), _scheduled(["p", "c", "n", "r", "a"]),
         _scheduled(["n", "p", "c", "r", "a"]), _scheduled(["p", "n", "c", "a", "r"]),
     ],
@@ -147,6 +153,7 @@ def _scheduled(order: list[str]) -> Callable[[Any], None]:
         "thread", "thread with quote", "thread with backslash", "thread not ascii", "thread empty",
         "json config", "json config with brace in string", "json config with comment", "json config then comment",
         "config text", "config unbalanced",
+        "module attribute", "module attribute json", "module attribute quote", "module attribute comment",
         "schedule", "schedule reordered", "schedule use before definition", "schedule control edge reversed",
     ],
 )  # fmt: skip
@@ -170,7 +177,7 @@ def _damage(module: Any, rng: random.Random) -> None:
     """One random edit of a string or a reference, where printed text may surprise a reader."""
     comp = rng.choice(module.computations)
     ins = rng.choice(comp.instructions)
-    what = rng.randrange(8)
+    what = rng.randrange(9)
     if what == 0:
         ins.name = _text(rng)
     elif what == 1:
@@ -184,6 +191,8 @@ def _damage(module: Any, rng: random.Random) -> None:
     elif what == 5:
         ins.frontend_attributes.map.add(key=_text(rng), value=_text(rng))
     elif what == 6:
+        module.frontend_attributes.map.add(key=_text(rng), value=_text(rng))
+    elif what == 7:
         ins.opcode = rng.choice(["negate", "add", "tuple", "copy", "reduce", "call", "fusion", _text(rng)])
     else:
         ins.operand_ids[:] = [rng.choice(comp.instructions).id for _ in range(rng.randint(0, 3))]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from itertools import accumulate, compress, repeat
 from operator import add, sub
-from typing import Callable
+
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
@@ -35,8 +35,6 @@ from .proto_text import PrintedModule
 _LEAD = "\n  "  # every printed line's indentation
 _ROOT = len("ROOT ")
 _MODULE = "HloModule "
-#: Header attributes the reader checks; the printer never writes them.
-_CHECKED_HEADER_KEYS = frozenset(("replica_count", "num_partitions"))
 _CALLED_KEYS = frozenset(CALLED_COMPUTATION_KEYS)
 _PAYLOAD_OPCODES = frozenset(("parameter", "constant"))
 #: The reader's verdict on an attribute tail does not change when a digit becomes another
@@ -78,9 +76,9 @@ class _Builder:
         names = table.names
         if "ROOT" in names:
             raise _NotSure  # the reader takes it for the keyword
-        shape_col, opcode_col, args = printed.columns[1:4]
-        opcodes = _pieces(opcode_col, 0, -1, is_known_opcode)  # "OPCODE("
-        shapes = _pieces(shape_col, 3, -1, self._is_shape)  # " = SHAPE "
+        _, shapes, opcodes, args, _ = printed.columns
+        if not all(map(is_known_opcode, set(opcodes))) or not all(map(self._is_shape, set(shapes))):
+            raise _NotSure
         payloads: list[str | None] = [None] * len(names)
         operands: list[list[int]] = table.operands
         for i in compress(range(len(names)), map(_PAYLOAD_OPCODES.__contains__, opcodes)):
@@ -123,72 +121,62 @@ class _Builder:
         return module
 
     def _module(self) -> HloModule:
-        """The module and its header attributes, as the reader reads the header."""
+        """The module and its header attributes, as the reader reads the header: values the
+        printer makes of shapes, numbers and keywords are read as printed; frontend
+        attributes (strings, raw JSON) go through the reader's scanner."""
         printed = self.printed
-        header = printed.header
-        name, _, _ = header[len(_MODULE) :].partition(",")
+        name = printed.name
         if IDENT.fullmatch(name) is None:
             raise _NotSure
         module = HloModule(name, use_spmd_partitioning=self.spmd)
-        attrs, end = split_attributes(printed.head, len(_MODULE) + len(name), single=True)
-        keys = [key for key, _, _ in attrs]
-        if end != len(header) or len(set(keys)) != len(keys) or not _CHECKED_HEADER_KEYS.isdisjoint(keys):
-            raise _NotSure
-        module.header_attributes = [(key, raw) for key, raw, _ in attrs]
+        attributes = printed.header_attributes
+        if any(key == "frontend_attributes" for key, _ in attributes):
+            start = len(_MODULE) + len(name)
+            attrs, end = split_attributes(printed.head, start, single=True)
+            if [(key, raw) for key, raw, _ in attrs] != attributes or end != start + sum(
+                len(key) + len(value) + 3 for key, value in attributes  # ", key=value"
+            ):
+                raise _NotSure
+        module.header_attributes = list(attributes)
         return module
 
     def _layout(self) -> tuple[list[tuple[Reference, ...]], list[int], list[int], list[int]]:
         """Each instruction's references (`_references`), and where each line starts (at
         `ROOT` or its name), where its attribute tail starts and where it ends, in print
-        order. The lines are the text's lines between each computation's head and closing
-        (none of its pieces holds a line break: the count of lines says so)."""
+        order: a line is its prefix (indentation; the opening of its computation before a
+        first line; `ROOT`), then its text."""
         printed = self.printed
-        refs, tail_lengths = self._references()
-        lines = printed.text.split("\n")
-        ends = list(accumulate(map(add, map(len, lines), repeat(1))))  # each line's end, and 1 for its break
-        # Each computation's instruction lines follow the line breaks of its opening.
-        breaks = 0
-        sequence = printed.sequence
-        starts: list[int] = []
-        line_ends: list[int] = []
-        openings = printed.openings
-        for j, (first, _, before, comp_head) in enumerate(openings):
-            stop = openings[j + 1][0] if j + 1 < len(openings) else len(sequence)
-            breaks += before.count("\n") + comp_head.count("\n")
-            at = breaks - first  # instruction line k is text line k + at
-            starts += ends[first + at - 1 : stop + at - 1]  # where the line before ends
-            line_ends += ends[first + at : stop + at]
-            breaks += stop - first - 1
-        if breaks + printed.closing.count("\n") != len(lines) - 1:
-            raise _NotSure  # a line break inside a line
-        line_ends = list(map(sub, line_ends, repeat(1)))
-        starts = list(map(add, starts, repeat(len(_LEAD) - 1)))  # after the indentation
-        tail_starts = list(map(sub, line_ends, map(tail_lengths.__getitem__, sequence)))
-        return refs, starts, tail_starts, line_ends
+        tails = printed.columns[4]
+        refs = self._references(tails)
+        lengths = list(map(len, printed.lines))
+        steps = list(map(add, lengths, repeat(len(_LEAD))))
+        for first, root, before, comp_head in printed.openings:
+            steps[first] += len(before) + len(comp_head) - len(_LEAD)
+            steps[root] += _ROOT
+        ends = list(accumulate(steps))
+        tail_starts = list(map(sub, ends, map(len, map(tails.__getitem__, printed.sequence))))
+        starts = list(map(sub, ends, lengths))
+        for _, root, _, _ in printed.openings:
+            starts[root] -= _ROOT
+        return refs, starts, tail_starts, ends
 
-    def _references(self) -> tuple[list[tuple[Reference, ...]], list[int]]:
+    def _references(self, tails: list[str]) -> list[tuple[Reference, ...]]:
         """Each instruction's attributes that name computations or control predecessors
-        (offsets in its tail), as the reader finds them in its tail, and its tail's length;
-        _NotSure where the reader might not read the tail as these attributes."""
-        printed = self.printed
-        tails, metadata, configs = printed.columns[4:7]
-        triples = list(zip(tails, metadata, configs))
+        (offsets in its tail), as the reader finds them in its tail; _NotSure where the
+        reader might not read the tail as these attributes (a line break in it, too)."""
         verdicts: dict[str, tuple[Reference, ...] | None] = {}
         pieces: dict = {}
-        found: dict[tuple[str, str, str], tuple[Reference, ...]] = {}
-        lengths: dict[tuple[str, str, str], int] = {}
-        for triple in set(triples):
-            tail = triple[0][1:] + triple[1] + triple[2]  # after the operand list's ")"
+        found: dict[str, tuple[Reference, ...]] = {}
+        for tail in set(tails):
             form = tail.encode("utf-8", "surrogateescape").translate(_DIGITS).decode("utf-8", "surrogateescape")
             refs = verdicts.get(form, False)
             if refs is False:
-                refs = verdicts[form] = tail_references(form, pieces)
+                refs = verdicts[form] = tail_references(form, pieces) if "\n" not in form else None
             if refs is None:
                 raise _NotSure
             # The same attributes at the same offsets: their values from the tail itself.
-            found[triple] = tuple([(key, tail[at : at + len(raw)], at) for key, raw, at in refs])
-            lengths[triple] = len(tail)
-        return list(map(found.__getitem__, triples)), list(map(lengths.__getitem__, triples))
+            found[tail] = tuple([(key, tail[at : at + len(raw)], at) for key, raw, at in refs]) if refs else ()
+        return list(map(found.__getitem__, tails))
 
     def _computation(self, module: HloModule, j: int, opening: int) -> HloComputation:
         """The `j`-th computation printed, whose opening (the closing before it, then its
@@ -252,17 +240,6 @@ class _Builder:
                         preds[pred] = None
                         pred.control_successors = [*pred.control_successors, inst]
                 inst.control_predecessors = list(preds)
-
-
-def _pieces(column: list[str], start: int, stop: int, reads: Callable[[str], bool]) -> list[str]:
-    """What each piece of `column` prints (`piece[start:stop]`), which the reader must read
-    as printed (checked once per distinct piece)."""
-    values: dict[str, str] = {}
-    for piece in set(column):
-        value = values[piece] = piece[start:stop]
-        if not reads(value):
-            raise _NotSure
-    return list(map(values.__getitem__, column))
 
 
 def _literal_reads(literal: str) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any
 
 from .proto_columns import ModuleData
@@ -57,26 +57,32 @@ class PrintedModule:
     """A module's text as printed from its proto, and the layout of that text, for
     building the IR on it without reading it again (:mod:`hlo_dedup.io.proto_ir`).
 
-    ``head`` is the text before the first computation (the header line ``header``,
-    then the stack-frame tables), ``computations`` the printed ones in print order,
+    ``head`` is the text before the first computation (the header line, with the
+    module's ``name`` and ``header_attributes``, then the stack-frame tables),
+    ``computations`` the printed ones in print order,
     ``sequence`` the table index of each instruction line in print order and
     ``openings`` each computation's (first line, root line, what is between it and
     the computation or header before it, its head up to its first line's name). A
-    line is its indentation, ``ROOT`` on a root, then its piece of each of
-    ``columns``; ``closing`` ends the text.
+    line is its indentation, ``ROOT`` on a root, then ``lines``' text for it (in
+    print order), made of the pieces in ``columns`` (each instruction's name
+    reference, shape, opcode, what is between the parentheses, attribute tail);
+    ``closing`` ends the text.
     """
 
-    def __init__(self, printer: _ModulePrinter, text: str, header: str, head: str, computations: list[Computation],
-                 sequence: list[int], openings: list[tuple[int, int, str, str]], columns: list[list[str]],
-                 closing: str) -> None:
+    def __init__(self, printer: _ModulePrinter, text: str, name: str, header_attributes: list[tuple[str, str]],
+                 head: str, computations: list[Computation],
+                 sequence: list[int], openings: list[tuple[int, int, str, str]], lines: list[str],
+                 columns: list[list[str]], closing: str) -> None:
         self.text = text
         self.table = printer.table
         self.entry = printer.entry
-        self.header = header
+        self.name = name
+        self.header_attributes = header_attributes
         self.head = head
         self.computations = computations
         self.sequence = sequence
         self.openings = openings
+        self.lines = lines
         self.columns = columns
         self.closing = closing
 
@@ -159,7 +165,9 @@ class _ModulePrinter:
         offsets = dict(zip([c.position for c in unscheduled], accumulate([0] + [c.stop - c.start for c in unscheduled])))
         sequence: list[int] = []
         openings: list[tuple[int, int, str, str]] = []  # (first line, root line, closing before, head)
-        header = self._header()
+        name = sanitized_name(self.module.name)
+        attributes = self._header_attributes()
+        header = "HloModule " + name + "".join([f", {key}={value}" for key, value in attributes])
         frames_text = frames.text()
         between = header + frames_text + "\n\n"
         for comp in printed:
@@ -170,17 +178,17 @@ class _ModulePrinter:
             openings.append((len(sequence), len(sequence) + order.index(comp.root), between, self.computation_head(comp)))
             sequence += order
             between = self.closing(comp) + "\n\n"
-        # Line after line: its prefix, then its piece of each column. Filled by strided
-        # slice assignment, which costs a third of zipping the columns piece by piece.
-        width = len(columns) + 1
-        pieces = ["\n  "] * (width * len(sequence))
-        for k, column in enumerate(columns, 1):
-            pieces[k::width] = [column[i] for i in sequence]
+        # Each instruction's line, then line after line its prefix and the line.
+        refs, shapes, opcodes, args, tails = columns
+        lines = list(map("".join, zip(refs, repeat(" = "), shapes, repeat(" "), opcodes, repeat("("), args,
+                                      repeat(")"), tails)))
+        pieces = ["\n  "] * (2 * len(sequence))
+        pieces[1::2] = printed_lines = list(map(lines.__getitem__, sequence))
         for first, root, before, head in openings:
-            pieces[first * width] = before + head
-            pieces[root * width] += "ROOT "
-        return PrintedModule(self, "".join(pieces) + between, header, header + frames_text[:-1], printed, sequence,
-                             openings, columns, between)
+            pieces[2 * first] = before + head
+            pieces[2 * root] += "ROOT "
+        return PrintedModule(self, "".join(pieces) + between, name, attributes, header + frames_text[:-1], printed,
+                             sequence, openings, printed_lines, columns, between)
 
     def _computation_order(self) -> list[Computation]:
         """``MakeComputationPostOrder(dfs_postorder=true)``."""
@@ -200,23 +208,24 @@ class _ModulePrinter:
             raise InvalidProto("some computations are only reachable through a cycle of calls")
         return order
 
-    def _header(self) -> str:
+    def _header_attributes(self) -> list[tuple[str, str]]:
+        """The header line's attributes (key, value text), in print order."""
         module = self.module
-        parts = ["HloModule ", sanitized_name(module.name)]
+        attributes = []
         if self.schedule:
-            parts.append(", is_scheduled=true")
+            attributes.append(("is_scheduled", "true"))
         aliasing = self._input_output_alias()
         if aliasing:
-            parts.append(", input_output_alias={ " + aliasing + " }")
+            attributes.append(("input_output_alias", "{ " + aliasing + " }"))
         donors = self._buffer_donors()
         if donors:
-            parts.append(", buffer_donor={ " + donors + " }")
-        parts.append(", entry_computation_layout={" + self._entry_layout() + "}")
+            attributes.append(("buffer_donor", "{ " + donors + " }"))
+        attributes.append(("entry_computation_layout", "{" + self._entry_layout() + "}"))
         if module.frontend_attributes:
             text = frontend_attributes(self.decoder.decode("FrontendAttributes", module.frontend_attributes))
             if text != "{}":
-                parts.append(", frontend_attributes=" + text)
-        return "".join(parts)
+                attributes.append(("frontend_attributes", text))
+        return attributes
 
     def _entry_layout(self) -> str:
         """``ComputationLayout::Print`` of the host program shape."""
