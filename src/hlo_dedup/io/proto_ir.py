@@ -18,6 +18,7 @@ checked once, and the instructions of a computation are made by one `map`.
 
 from __future__ import annotations
 
+import re
 from itertools import accumulate, compress, repeat
 from operator import add, sub
 
@@ -37,6 +38,8 @@ _ROOT = len("ROOT ")
 _MODULE = "HloModule "
 _CALLED_KEYS = frozenset(CALLED_COMPUTATION_KEYS)
 _PAYLOAD_OPCODES = frozenset(("parameter", "constant"))
+#: Names one per line, each one the reader reads as a name (the printer's are sanitized).
+_NAMES = re.compile(rf"(?:{IDENT.pattern}\n)*+{IDENT.pattern}")
 #: The reader's verdict on an attribute tail does not change when a digit becomes another
 #: (no pattern of its fast path or scanner tells digits apart): tails that differ only in
 #: numbers (channel ids, `%region_12.3`) are checked once, as their form with zeros.
@@ -74,21 +77,31 @@ class _Builder:
         module.source = source
         table = printed.table
         names = table.names
-        if "ROOT" in names:
-            raise _NotSure  # the reader takes it for the keyword
+        comp_names = [c.name for c in printed.computations]
+        if (
+            "ROOT" in names  # the reader takes it for the keyword
+            or ("ENTRY" in comp_names and printed.entry.name != "ENTRY")
+            or _NAMES.fullmatch("\n".join(names)) is None
+            or _NAMES.fullmatch("\n".join(comp_names)) is None
+            or not all(map(_plain_thread, {c.thread for c in printed.computations}))
+        ):
+            raise _NotSure
         _, shapes, opcodes, args, _ = printed.columns
         if not all(map(is_known_opcode, set(opcodes))) or not all(map(self._is_shape, set(shapes))):
             raise _NotSure
         payloads: list[str | None] = [None] * len(names)
         operands: list[list[int]] = table.operands
+        literals: set[str] = set()
         for i in compress(range(len(names)), map(_PAYLOAD_OPCODES.__contains__, opcodes)):
             payloads[i] = args[i]  # printed between the parentheses instead of operands
             if operands[i]:
                 if operands is table.operands:
                     operands = list(operands)
                 operands[i] = []
-            if opcodes[i] == "constant" and not _literal_reads(args[i]):
-                raise _NotSure
+            if opcodes[i] == "constant":
+                literals.add(args[i])
+        if not all(map(_literal_reads, literals)):
+            raise _NotSure
         refs, starts, tail_starts, ends = self._layout()
         sequence = printed.sequence
         objects: list[HloInstruction | None] = [None] * len(names)
@@ -185,13 +198,7 @@ class _Builder:
         comp = printed.computations[j]
         _, _, before, comp_head = printed.openings[j]
         is_entry = comp is printed.entry
-        result = comp_head[comp_head.rindex(" -> ") + 4 : -5]  # before " {\n  "
-        if (
-            IDENT.fullmatch(comp.name) is None  # an empty name
-            or (not is_entry and comp.name == "ENTRY")
-            or not self._is_shape(result)
-            or not _plain_thread(comp.thread)
-        ):
+        if not self._is_shape(comp_head[comp_head.rindex(" -> ") + 4 : -5]):  # the result, before " {\n  "
             raise _NotSure
         # The head starts after the module's head or the closing before it, and ends with
         # the "{" of "{\n  ".
@@ -220,7 +227,6 @@ class _Builder:
                  refs: tuple[Reference, ...]) -> None:
         """Bind the computations and control predecessors line `k` names, as the reader does
         (in attribute order, an edge named twice once, computations and lines read before)."""
-        lookup = computation.name_lookup()
         for key, raw, _ in refs:
             names = [name for name, _ in name_list(raw)]
             if key in _CALLED_KEYS:
@@ -233,7 +239,7 @@ class _Builder:
                 inst.called_computations = [*inst.called_computations, *callees]  # type: ignore[list-item]
             elif key == "control-predecessors":
                 preds = dict.fromkeys(inst.control_predecessors)
-                for pred in map(lookup, names):
+                for pred in map(computation.get_instruction, names):
                     if pred is None:
                         raise _NotSure
                     if pred not in preds:
