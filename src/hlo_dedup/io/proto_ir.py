@@ -19,7 +19,7 @@ checked once, and the instructions of a computation are made by one `map`.
 from __future__ import annotations
 
 import re
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, repeat
 from operator import add, sub
 
 
@@ -37,7 +37,6 @@ _LEAD = "\n  "  # every printed line's indentation
 _ROOT = len("ROOT ")
 _MODULE = "HloModule "
 _CALLED_KEYS = frozenset(CALLED_COMPUTATION_KEYS)
-_PAYLOAD_OPCODES = frozenset(("parameter", "constant"))
 #: Names one per line, each one the reader reads as a name (the printer's are sanitized).
 _NAMES = re.compile(rf"(?:{IDENT.pattern}\n)*+{IDENT.pattern}")
 #: The reader's verdict on an attribute tail does not change when a digit becomes another
@@ -53,7 +52,8 @@ class _NotSure(Exception):
 def module_from_printed(printed: PrintedModule, filename: str, container: str, *, spmd: bool) -> HloModule:
     """The module `printed` holds, named `filename`; read from its text where the direct
     build is not sure (errors then point into that text, which says it came from a
-    `container`)."""
+    `container`). Only `printed.text` is left to use afterwards: its tables are let go
+    as they are read."""
     try:
         return _Builder(printed, filename, spmd).build()
     except (_NotSure, ScanError):
@@ -75,32 +75,28 @@ class _Builder:
         module = self._module()
         source = ModuleSource(printed.text, self.filename, head=printed.head, tail=printed.closing[-2:])
         module.source = source
-        table = printed.table
-        names = table.names
-        comp_names = [c.name for c in printed.computations]
+        names = printed.names
+        comp_names = [name for name, _, _ in printed.computations]
         if (
             "ROOT" in names  # the reader takes it for the keyword
-            or ("ENTRY" in comp_names and printed.entry.name != "ENTRY")
+            or ("ENTRY" in comp_names and comp_names[printed.entry] != "ENTRY")
             or _NAMES.fullmatch("\n".join(names)) is None
             or _NAMES.fullmatch("\n".join(comp_names)) is None
-            or not all(map(_plain_thread, {c.thread for c in printed.computations}))
+            or not all(map(_plain_thread, {thread for _, thread, _ in printed.computations}))
         ):
             raise _NotSure
-        _, shapes, opcodes, args, _ = printed.columns
+        shapes, opcodes = printed.shapes, printed.opcodes
         if not all(map(is_known_opcode, set(opcodes))) or not all(map(self._is_shape, set(shapes))):
             raise _NotSure
         payloads: list[str | None] = [None] * len(names)
-        operands: list[list[int]] = table.operands
-        literals: set[str] = set()
-        for i in compress(range(len(names)), map(_PAYLOAD_OPCODES.__contains__, opcodes)):
-            payloads[i] = args[i]  # printed between the parentheses instead of operands
+        operands = printed.operands
+        for i, payload in printed.payloads.items():
+            payloads[i] = payload  # printed between the parentheses instead of operands
             if operands[i]:
-                if operands is table.operands:
+                if operands is printed.operands:
                     operands = list(operands)
                 operands[i] = []
-            if opcodes[i] == "constant":
-                literals.add(args[i])
-        if not all(map(_literal_reads, literals)):
+        if not all(_literal_reads(payload) for i, payload in printed.payloads.items() if opcodes[i] == "constant"):
             raise _NotSure
         refs, starts, tail_starts, ends = self._layout()
         sequence = printed.sequence
@@ -109,7 +105,7 @@ class _Builder:
         openings = printed.openings
         # What follows each computation's last line: its closing, "\n\n", the next opening.
         afters = [before for _, _, before, _ in openings[1:]] + [printed.closing]
-        for j, comp in enumerate(printed.computations):
+        for j, (_, _, parameters) in enumerate(printed.computations):
             first, root_line, _, _ = openings[j]
             stop = openings[j + 1][0] if j + 1 < len(openings) else len(sequence)
             computation = self._computation(module, j, ends[first - 1] if first else 0)
@@ -125,7 +121,7 @@ class _Builder:
                     self._resolve(module, computation, inst, k, refs[i])
                 append(inst)
             computation.root = objects[sequence[root_line]]
-            computation.parameters = [objects[p] for p in comp.parameters]  # type: ignore[misc]
+            computation.parameters = [objects[p] for p in parameters]  # type: ignore[misc]
             span = computation.span
             assert span is not None
             span.body_end = ends[stop - 1]
@@ -159,15 +155,16 @@ class _Builder:
         order: a line is its prefix (indentation; the opening of its computation before a
         first line; `ROOT`), then its text."""
         printed = self.printed
-        tails = printed.columns[4]
+        tails = printed.tails
         refs = self._references(tails)
-        lengths = list(map(len, printed.lines))
+        lengths = printed.lengths
         steps = list(map(add, lengths, repeat(len(_LEAD))))
         for first, root, before, comp_head in printed.openings:
             steps[first] += len(before) + len(comp_head) - len(_LEAD)
             steps[root] += _ROOT
         ends = list(accumulate(steps))
         tail_starts = list(map(sub, ends, map(len, map(tails.__getitem__, printed.sequence))))
+        printed.tails = printed.lengths = []  # read: the IR is built beside the text alone
         starts = list(map(sub, ends, lengths))
         for _, root, _, _ in printed.openings:
             starts[root] -= _ROOT
@@ -195,9 +192,9 @@ class _Builder:
         """The `j`-th computation printed, whose opening (the closing before it, then its
         head) starts at `opening`."""
         printed = self.printed
-        comp = printed.computations[j]
+        name, thread, _ = printed.computations[j]
         _, _, before, comp_head = printed.openings[j]
-        is_entry = comp is printed.entry
+        is_entry = j == printed.entry
         if not self._is_shape(comp_head[comp_head.rindex(" -> ") + 4 : -5]):  # the result, before " {\n  "
             raise _NotSure
         # The head starts after the module's head or the closing before it, and ends with
@@ -205,11 +202,11 @@ class _Builder:
         start = opening + (len(printed.head) if j == 0 else len(before) - 2)
         brace = opening + len(before) + len(comp_head) - 4
         span = ComputationSpan(printed.text[start : brace + 1], brace)
-        computation = HloComputation(comp.name, is_entry=is_entry, span=span)
+        computation = HloComputation(name, is_entry=is_entry, span=span)
         module.add_computation(computation)
         if is_entry:
             module.entry = computation
-        computation.execution_thread = comp.thread
+        computation.execution_thread = thread
         return computation
 
     def _is_shape(self, text: str) -> bool:

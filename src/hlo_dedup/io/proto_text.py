@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from itertools import accumulate, repeat
+from dataclasses import dataclass
+from itertools import accumulate, compress, repeat
 from typing import Any
 
 from .proto_columns import ModuleData
@@ -27,6 +28,9 @@ from .proto_fields import Decoder
 from .proto_instruction import Computation, Instructions, sanitized_name
 from .proto_line import LinePrinter
 from .proto_values import InvalidProto, ShapeText, UnsupportedProto, escape, frontend_attributes, shape_index
+
+#: Opcodes printed with a payload between the parentheses instead of operands.
+_PAYLOAD_OPCODES = frozenset(("parameter", "constant"))
 
 __all__ = ["InvalidProto", "PrintedModule", "UnsupportedProto", "module_to_text", "print_module"]
 
@@ -53,38 +57,42 @@ def print_module(data: bytes) -> PrintedModule:
             gc.enable()
 
 
+@dataclass
 class PrintedModule:
     """A module's text as printed from its proto, and the layout of that text, for
-    building the IR on it without reading it again (:mod:`hlo_dedup.io.proto_ir`).
+    building the IR on it without reading it again (:mod:`hlo_dedup.io.proto_ir`). It
+    holds no part of the proto or of the printer's tables beyond what that needs, so
+    they are freed before the IR is built.
 
     ``head`` is the text before the first computation (the header line, with the
-    module's ``name`` and ``header_attributes``, then the stack-frame tables),
-    ``computations`` the printed ones in print order,
-    ``sequence`` the table index of each instruction line in print order and
-    ``openings`` each computation's (first line, root line, what is between it and
-    the computation or header before it, its head up to its first line's name). A
-    line is its indentation, ``ROOT`` on a root, then ``lines``' text for it (in
-    print order), made of the pieces in ``columns`` (each instruction's name
-    reference, shape, opcode, what is between the parentheses, attribute tail);
-    ``closing`` ends the text.
+    module's ``name`` and ``header_attributes``, then the stack-frame tables);
+    ``computations`` the printed ones in print order as (name, thread, parameters),
+    ``entry`` the entry's place among them; ``sequence`` the instruction (an index of
+    ``names``, ``operands``, ...) of each line in print order, and ``openings`` each
+    computation's (first line, root line, what is between it and the computation or
+    header before it, its head up to its first line's name). A line is its
+    indentation, ``ROOT`` on a root, then ``lengths`` characters: the instruction's
+    name, ``shapes``, ``opcodes`` (as printed), its operands or its ``payloads`` (a
+    parameter's number, a literal) and ``tails`` (what follows the ``)``). ``closing``
+    ends the text.
     """
 
-    def __init__(self, printer: _ModulePrinter, text: str, name: str, header_attributes: list[tuple[str, str]],
-                 head: str, computations: list[Computation],
-                 sequence: list[int], openings: list[tuple[int, int, str, str]], lines: list[str],
-                 columns: list[list[str]], closing: str) -> None:
-        self.text = text
-        self.table = printer.table
-        self.entry = printer.entry
-        self.name = name
-        self.header_attributes = header_attributes
-        self.head = head
-        self.computations = computations
-        self.sequence = sequence
-        self.openings = openings
-        self.lines = lines
-        self.columns = columns
-        self.closing = closing
+    text: str
+    name: str
+    header_attributes: list[tuple[str, str]]
+    head: str
+    closing: str
+    computations: list[tuple[str, str, list[int]]]
+    entry: int
+    sequence: list[int]
+    openings: list[tuple[int, int, str, str]]
+    lengths: list[int]
+    names: list[str]
+    operands: list[list[int]]
+    shapes: list[str]
+    opcodes: list[str]
+    payloads: dict[int, str]
+    tails: list[str]
 
 
 class _ModulePrinter:
@@ -151,9 +159,11 @@ class _ModulePrinter:
 
     def printed(self) -> PrintedModule:
         """The module: its header, then each computation's head and instruction lines in
-        print order, joined in one pass over pieces the line printer makes column by
-        column (a line's prefix holds the indentation, ``ROOT`` and what goes between
-        computations); and where each part of the text is."""
+        print order, joined in one pass over each line's prefix (indentation, ``ROOT``,
+        what goes between computations) and text; and where each part of the text is.
+
+        The printer is spent after this: it lets go of the proto and its tables once the
+        lines' pieces are made, so that they are not held beside the joined text."""
         table = self.table
         frames = _StackFrames(self.module, self.decoder)
         frames.collect(map(table.metadata.__getitem__, table.order), self.lines)
@@ -178,17 +188,32 @@ class _ModulePrinter:
             openings.append((len(sequence), len(sequence) + order.index(comp.root), between, self.computation_head(comp)))
             sequence += order
             between = self.closing(comp) + "\n\n"
+        computations = [(c.name, c.thread, c.parameters) for c in printed]
+        entry = printed.index(self.entry)
+        names, operands = table.names, table.operands
+        del table, printed, unscheduled, post_order, frames
+        vars(self).clear()  # the proto and the tables read from it
         # Each instruction's line, then line after line its prefix and the line.
         refs, shapes, opcodes, args, tails = columns
+        del columns
+        payloads = {i: args[i] for i in compress(range(len(opcodes)), map(_PAYLOAD_OPCODES.__contains__, opcodes))}
         lines = list(map("".join, zip(refs, repeat(" = "), shapes, repeat(" "), opcodes, repeat("("), args,
                                       repeat(")"), tails)))
+        del refs, args
         pieces = ["\n  "] * (2 * len(sequence))
-        pieces[1::2] = printed_lines = list(map(lines.__getitem__, sequence))
+        pieces[1::2] = list(map(lines.__getitem__, sequence))
+        del lines  # (the lines of instructions not printed: an async op's wrapped one)
+        lengths = list(map(len, pieces[1::2]))
         for first, root, before, head in openings:
             pieces[2 * first] = before + head
             pieces[2 * root] += "ROOT "
-        return PrintedModule(self, "".join(pieces) + between, name, attributes, header + frames_text[:-1], printed,
-                             sequence, openings, printed_lines, columns, between)
+        text = "".join(pieces) + between
+        del pieces
+        return PrintedModule(
+            text=text, name=name, header_attributes=attributes, head=header + frames_text[:-1], closing=between,
+            computations=computations, entry=entry, sequence=sequence, openings=openings, lengths=lengths,
+            names=names, operands=operands, shapes=shapes, opcodes=opcodes, payloads=payloads, tails=tails,
+        )
 
     def _computation_order(self) -> list[Computation]:
         """``MakeComputationPostOrder(dfs_postorder=true)``."""
