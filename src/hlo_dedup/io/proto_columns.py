@@ -19,7 +19,7 @@ repeated) is re-encoded canonically through the full schema and read again.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from itertools import chain, compress, islice, repeat
 from operator import add, eq, ne, not_, sub
 from typing import Any, Iterator
@@ -100,6 +100,15 @@ def _split(column: Any, n: int) -> tuple[list[int], list[int]] | None:
     if len(column) == n:  # the separators alone
         return [], [0] * n
     values = column[:]
+    if len(values) - n <= n // 8:  # few ids (callees, control edges): find them, not the separators
+        at = list(compress(range(len(values)), map(ne, values, repeat(_ID_SEPARATOR))))
+        if len(values) - len(at) != n:
+            return None
+        counts = [0] * n
+        # The t-th id (from 0), at position p, belongs to instruction p - t - 1.
+        for owner, count in Counter(map(sub, at, range(1, len(at) + 1))).items():
+            counts[owner] = count
+        return list(map(values.__getitem__, at)), counts
     is_separator = list(map(eq, values, repeat(_ID_SEPARATOR)))  # shared bools: nothing allocated
     separators = list(compress(range(len(values)), is_separator))
     if len(separators) != n:
