@@ -3,6 +3,7 @@
     python benchmarks/instruction_count.py FILE...                       # this tree
     python benchmarks/instruction_count.py --trees OLD,NEW FILE...       # two source trees
     python benchmarks/instruction_count.py --passes FILE...              # with the default pipeline
+    python benchmarks/instruction_count.py --command FILE...             # the whole command
 
 Seconds on a shared host move with its load; the number of machine instructions a process
 executes does not. For each file and source tree, one process reads the file, parses it and
@@ -41,6 +42,16 @@ if sys.argv[3] == "1":
         module.to_text()
 os._exit(0)  # as the command exits: the IR is not torn down object by object
 """
+# The whole command, as `python -m hlo_dedup` runs it; "0" starts the bare interpreter only.
+_COMMAND = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+if sys.argv[3] == "1":
+    from hlo_dedup.cli import entry
+    sys.argv = ["hlo-dedup", sys.argv[2], "-o", sys.argv[5], *(["--passes="] if sys.argv[4] == "0" else [])]
+    entry()
+os._exit(0)
+"""
 
 
 def _child_env(tree: Path) -> dict[str, str]:
@@ -52,11 +63,13 @@ def _child_env(tree: Path) -> dict[str, str]:
     return env
 
 
-def instructions(tree: Path, path: Path, *, work: bool, passes: bool) -> int:
+def instructions(tree: Path, path: Path, *, work: bool, passes: bool, command: bool = False) -> int:
     """Machine instructions of one child process (`work`: with the parse and print, and with
-    `passes` the default pipeline between them)."""
-    child = [sys.executable, "-c", _CHILD, str(tree / "src"), str(path), "1" if work else "0",
-             "1" if passes else "0"]
+    `passes` the default pipeline between them; `command`: the whole command instead)."""
+    child = [sys.executable, "-c", _COMMAND if command else _CHILD, str(tree / "src"), str(path),
+             "1" if work else "0", "1" if passes else "0"]
+    if command:
+        child.append(os.devnull)
     subprocess.run(child, capture_output=True, check=True, env=_child_env(tree))  # fills the bytecode cache
     proc = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *child],
@@ -73,6 +86,8 @@ def main() -> None:
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--trees", default=str(REPO), help="comma-separated checkouts (default: this one)")
     ap.add_argument("--passes", action="store_true", help="also run the default pipeline")
+    ap.add_argument("--command", action="store_true",
+                    help="count the whole command (start-up included) above a bare interpreter")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
@@ -82,9 +97,10 @@ def main() -> None:
         header.append("ratio")
     print("  ".join(header))
     for path in args.files:
-        count = path.read_bytes().count(b" = ")  # instruction lines, for a per-line figure
-        costs = [instructions(t, path, work=True, passes=args.passes)
-                 - instructions(t, path, work=False, passes=False) for t in trees]
+        text = path.with_suffix(".hlo") if path.suffix == ".pb" and path.with_suffix(".hlo").exists() else path
+        count = text.read_bytes().count(b" = ")  # instruction lines (of a .pb's text twin), for a per-line figure
+        costs = [instructions(t, path, work=True, passes=args.passes, command=args.command)
+                 - instructions(t, path, work=False, passes=False, command=args.command) for t in trees]
         row = [path.name, f"{count:,}"] + [f"{c / 1e9:.2f}" for c in costs] + [f"{costs[-1] / max(count, 1):,.0f}"]
         if len(trees) == 2:
             row.append(f"{costs[1] / costs[0]:.2f}x")

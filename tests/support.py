@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Iterator
+import random
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
@@ -91,9 +92,122 @@ def ir_structure(module: HloModule) -> list[object]:
     return out
 
 
+def ir_layout(module: HloModule) -> list[object]:
+    """`ir_structure` and everything else a reader leaves in the IR: the module's source
+    fields, every span's fields, users and control successors in order, fusion callers.
+    Two builders of one module from one text must give equal lists."""
+    source = module.source
+    out: list[object] = ir_structure(module)
+    out.append((module.filename, module.use_spmd_partitioning, module.is_pristine(), module.entry.is_entry if module.entry else None))
+    if source is not None:
+        out.append((source.text, source.filename, source.first_line, source.head, source.tail, source.has_header))
+    for comp in module.computations:
+        span = comp.span
+        out.append((comp.name, span.head, span.start, span.body_end, span.tail, span.percent, span.has_signature,
+                    comp.fusion_instruction.name if comp.fusion_instruction else None, comp.parent is module))
+        for inst in comp.instructions:
+            s = inst.span
+            out.append((inst.name, s.lead, s.start, s.tail_start, s.end, s.edited, s.compact_gte_base, s.host,
+                        [u.name for u in inst.users], [c.name for c in inst.control_successors], inst.parent is comp))
+    return out
+
+
 def first_difference(a: list[object], b: list[object]) -> str:
     """The first entries where two `ir_structure` lists differ, for a failure message."""
     for x, y in zip(a, b):
         if x != y:
             return f"{x!r}\n    vs {y!r}"
     return f"lengths {len(a)} vs {len(b)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# HloModuleProtos built field by field
+
+F32 = 11  # PrimitiveType.F32
+
+
+def _shape(dims: tuple[int, ...] = ()) -> Any:
+    from hlo_dedup.io.proto_fields import message_classes
+
+    shape = message_classes(False)["ShapeProto"](element_type=F32, dimensions=dims, is_dynamic_dimension=[False] * len(dims))
+    shape.layout.minor_to_major.extend(reversed(range(len(dims))))
+    return shape
+
+
+def _instruction(comp: Any, id: int, name: str, opcode: str, dims: tuple[int, ...], operands: tuple[int, ...] = (),
+                 **fields: Any) -> Any:
+    ins = comp.instructions.add(id=id, name=name, opcode=opcode, operand_ids=operands, **fields)
+    ins.shape.CopyFrom(_shape(dims))
+    return ins
+
+
+def proto_module() -> Any:
+    """A small HloModuleProto built field by field (no XLA needed): a scalar `add`
+    reducer and an entry that negates, reduces with it (under a control edge) and adds:
+    parameters, a constant, a callee, control predecessors, a ROOT."""
+    from hlo_dedup.io.proto_fields import message_classes
+
+    module = message_classes(False)["HloModuleProto"](name="m", entry_computation_name="e", entry_computation_id=2, id=7)
+    add = module.computations.add(id=1, name="add", root_id=12)
+    _instruction(add, 10, "x", "parameter", (), parameter_number=0)
+    _instruction(add, 11, "y", "parameter", (), parameter_number=1)
+    _instruction(add, 12, "s", "add", (), (10, 11))
+    entry = module.computations.add(id=2, name="e", root_id=24)
+    _instruction(entry, 20, "p", "parameter", (4,), parameter_number=0)
+    _instruction(entry, 21, "n", "negate", (4,), (20,))
+    constant = _instruction(entry, 22, "c", "constant", ())
+    constant.literal.shape.CopyFrom(_shape())
+    constant.literal.f32s.append(0.0)
+    _instruction(entry, 23, "r", "reduce", (), (21, 22), dimensions=[0], called_computation_ids=[1])
+    _instruction(entry, 24, "a", "add", (4,), (21, 20), control_predecessor_ids=[23])
+    module.host_program_shape.parameters.add().CopyFrom(_shape((4,)))
+    module.host_program_shape.parameter_names.append("p")
+    module.host_program_shape.result.CopyFrom(_shape((4,)))
+    return module
+
+
+_ALPHABET = 'aZ09_.-% ,={}()[]"\'\\/*:\n\t\u00e9'
+_WORDS = ("ROOT", "ENTRY", "HloModule", "add", "parameter", "x", "s", "n", "f32", "calls", "{}", '{"a": 1}')
+
+
+def _text(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return rng.choice(_WORDS)
+    return "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, 8)))
+
+
+def _damage(module: Any, rng: random.Random) -> None:
+    """One random edit of a string or a reference, where printed text may surprise a reader."""
+    comp = rng.choice(module.computations)
+    ins = rng.choice(comp.instructions)
+    what = rng.randrange(9)
+    if what == 0:
+        ins.name = _text(rng)
+    elif what == 1:
+        comp.name = _text(rng)
+    elif what == 2:
+        comp.execution_thread = _text(rng)
+    elif what == 3:
+        ins.backend_config = _text(rng).encode("utf-8")
+    elif what == 4:
+        ins.metadata.op_name, ins.metadata.op_type = _text(rng), _text(rng)
+    elif what == 5:
+        ins.frontend_attributes.map.add(key=_text(rng), value=_text(rng))
+    elif what == 6:
+        module.frontend_attributes.map.add(key=_text(rng), value=_text(rng))
+    elif what == 7:
+        ins.opcode = rng.choice(["negate", "add", "tuple", "copy", "reduce", "call", "fusion", _text(rng)])
+    else:  # -1 is also what separates the instructions' id lists when they are read together
+        ins.operand_ids[:] = [rng.choice([*(i.id for i in comp.instructions), -1]) for _ in range(rng.randint(0, 3))]
+
+
+def damaged_protos(count: int, seed: int) -> list[Any]:
+    """`count` copies of `proto_module()`, each with one to three random edits (`_damage`)."""
+    rng = random.Random(seed)
+    modules = []
+    for _ in range(count):
+        module = proto_module()
+        for _ in range(rng.randint(1, 3)):
+            _damage(module, rng)
+        modules.append(module)
+    return modules

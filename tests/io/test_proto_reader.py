@@ -1,7 +1,8 @@
-"""Reading an HloModuleProto without jax (`hlo_dedup.io.proto_text`).
+"""Reading an HloModuleProto without jax (`hlo_dedup.io.proto_text`, `proto_ir`).
 
 * every corpus and JAX module's proto prints as jaxlib's own printer prints it, byte for byte,
   and so do protos written in ways XLA's writer never uses (a field split over records);
+* the IR built from the printer's pieces is the one the text reader builds from that text;
 * a `.pb` run of the command never imports jax or jaxlib;
 * a cut or corrupted proto is read (as XLA may read it) or one `file: error:` line with
   exit 2, never a traceback.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,16 +59,34 @@ def module_protos(oracle, path: Path) -> list[tuple[int, bytes]]:  # type: ignor
     return out
 
 
+#: An instruction line the next line continues (a backend config XLA prints over lines).
+_CONTINUED_LINE = re.compile(r"\n  (?:ROOT )?%[^\n]*\n(?!  (?:ROOT )?%|\})")
+
+
 @pytest.mark.corpus
 @pytest.mark.parametrize(
     "path", support.corpus_files() + support.jax_modules(), ids=lambda p: f"{p.parent.name}/{p.stem}"
 )
-def test_proto_prints_as_jaxlib(oracle, path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_proto_prints_as_jaxlib_and_builds_the_readers_ir(oracle, path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The text is jaxlib's, and the IR built from the printer's pieces is the text reader's;
+    the text is read instead only where a line goes on over several (which the direct
+    build does not lay out)."""
+    from hlo_dedup.io import proto_ir
+
+    read = proto_ir.parse_module
+    fallbacks = []
+    monkeypatch.setattr(proto_ir, "parse_module", lambda text, *a, **k: fallbacks.append(text) or read(text, *a, **k))
     for first_line, data in module_protos(oracle, path):
         if len(data) > LARGEST_COMPARED:
             continue
-        ours = proto.module_bytes_to_hlo_text(data)
-        assert ours == oracle.module_proto_to_text(data), f"the module at line {first_line}"
+        printed = proto.print_module_bytes(data)
+        assert printed.text == oracle.module_proto_to_text(data), f"the module at line {first_line}"
+        built = proto_ir.module_from_printed(printed, "m.pb", "HloModuleProto", spmd=True)
+        reread = read(printed.text, "m.pb (HloModuleProto as XLA text)")
+        reread.filename = "m.pb"
+        a, b = support.ir_layout(built), support.ir_layout(reread)
+        assert a == b, f"the module at line {first_line}: {support.first_difference(a, b)}"
+    assert all(_CONTINUED_LINE.search(text) for text in fallbacks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,6 +160,21 @@ def _rename(ins, encoding: bytes) -> bytes:  # type: ignore[no-untyped-def]
 def test_fields_split_over_records_read_as_xla_reads_them(oracle, module: str, edit) -> None:  # type: ignore[no-untyped-def]
     data = _rewrite_instruction(oracle.text_to_module_proto((support.JAX_DATA / f"{module}.hlo").read_text()), edit)
     assert proto.module_bytes_to_hlo_text(data) == oracle.module_proto_to_text(data)
+
+
+def test_names_with_line_breaks_are_sanitized_as_xla_does(oracle) -> None:  # type: ignore[no-untyped-def]
+    """A line break is no name character: XLA prints `_` for it, in an instruction's name
+    and in a computation's (and a line never breaks inside a name)."""
+    from hlo_dedup.io.proto_fields import message_classes
+
+    module = message_classes(False)["HloModuleProto"].FromString(oracle.text_to_module_proto(FSDP.read_text()))
+    module.computations[0].name = "a\nb"
+    module.computations[-1].instructions[0].name = "\n"
+    module.computations[-1].instructions[1].name = "c\n"
+    data = module.SerializeToString()
+    ours = proto.module_bytes_to_hlo_text(data)
+    assert ours == oracle.module_proto_to_text(data)
+    assert "%a_b" in ours and "%c_ " in ours
 
 
 def _renumbered(data: bytes, local_id) -> bytes:  # type: ignore[no-untyped-def]

@@ -32,11 +32,14 @@ import os
 import re
 import stat
 import sys
-from typing import BinaryIO, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Sequence
 
 from ..ir import HloModule
 from ..text import HloParseError, parse_module, parse_modules, split_module_texts
 from .files import STREAM_LIMIT, read_input, read_stream, write_file
+
+if TYPE_CHECKING:
+    from .proto_text import PrintedModule
 
 INPUT_FORMATS: tuple[str, ...] = ("hlo", "txt", "pb", "pbtxt")
 OUTPUT_FORMATS: tuple[str, ...] = ("hlo", "pb", "pbtxt")
@@ -269,25 +272,29 @@ def modules_from_bytes(
     return modules_from_text(text, filename, container=container, spmd=spmd, split_input_file=split_input_file)
 
 
-def decode_input(data: bytes, filename: str, format: str | None = None) -> tuple[str, str | None]:
+def decode_input(data: bytes, filename: str, format: str | None = None) -> tuple[str | PrintedModule, str | None]:
     """`data` as HLO text, and the proto container it came in (None for text): text formats
-    decoded, a proto's module printed as XLA prints it. Nothing needs the bytes after this,
-    so a caller that drops them builds the IR without the input held twice."""
+    decoded, a proto's module printed as XLA prints it (a `PrintedModule`, whose `text` that
+    is and from which `modules_from_text` builds the IR without reading the text again).
+    Nothing needs the bytes after this, so a caller that drops them builds the IR without
+    the input held twice."""
     fmt = _input_format(data, filename, format)
     if fmt in ("hlo", "txt"):
         return data.decode("utf-8", "surrogateescape"), None
-    container, text = _proto_module_text(data, filename, fmt)
-    return text, container
+    container, printed = _proto_module(data, filename, fmt)
+    return printed, container
 
 
-def modules_from_text(text: str, filename: str, *, container: str | None = None, spmd: bool = True,
+def modules_from_text(text: str | PrintedModule, filename: str, *, container: str | None = None, spmd: bool = True,
                       split_input_file: bool = True) -> list[HloModule]:
-    """Parse `decode_input`'s text. A proto's module is one module, and its errors point into
-    the text XLA printed for it, so they say so."""
+    """The modules of `decode_input`'s text. A proto's module is one module; where its IR is
+    not built from the printer's pieces, its text is read, and errors point into the text
+    XLA printed for it, so they say so."""
     if container is not None:
-        module = parse_module(text, f"{filename} ({container} as XLA text)", spmd=spmd)
-        module.filename = filename
-        return [module]
+        from .proto_ir import module_from_printed
+
+        return [module_from_printed(text, filename, container, spmd=spmd)]  # type: ignore[arg-type]
+    assert isinstance(text, str)
     if split_input_file:
         return parse_modules(text, filename, spmd=spmd)
     _check_no_marker(text, filename)
@@ -299,8 +306,8 @@ def module_texts_from_bytes(data: bytes, filename: str, *, format: str | None = 
     written (split on `// -----` lines), a proto's module as XLA prints it."""
     text, container = decode_input(data, filename, format)
     if container is not None:
-        return [text]
-    return [piece for _, piece in split_module_texts(text)]
+        return [text.text]  # type: ignore[union-attr]
+    return [piece for _, piece in split_module_texts(text)]  # type: ignore[arg-type]
 
 
 def _input_format(data: bytes, filename: str, format: str | None) -> str:
@@ -310,7 +317,7 @@ def _input_format(data: bytes, filename: str, format: str | None) -> str:
     return fmt
 
 
-def _proto_module_text(data: bytes, filename: str, fmt: str) -> tuple[str, str]:
+def _proto_module(data: bytes, filename: str, fmt: str) -> tuple[str, PrintedModule]:
     """(container name, the module as XLA prints it) of a binary or text proto."""
     from . import proto  # here and below: protos only (text is the common case)
 
@@ -323,7 +330,7 @@ def _proto_module_text(data: bytes, filename: str, fmt: str) -> tuple[str, str]:
             except UnicodeDecodeError as exc:
                 raise FormatError(filename, f"text proto is not UTF-8 (byte {exc.start})") from None
             container, module_bytes = proto.parse_text_proto(text)
-        return container, proto.module_bytes_to_hlo_text(module_bytes)
+        return container, proto.print_module_bytes(module_bytes)
     except proto.ProtoSupportMissing as exc:
         raise FormatError(filename, str(exc)) from None
     except proto.ProtoError as exc:

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..xla import INSTALL_HINT as WRITE_HINT
+
+if TYPE_CHECKING:
+    from .proto_text import PrintedModule
 
 READ_HINT = "pip install 'hlo-dedup[proto]'"
 
@@ -234,6 +237,12 @@ def module_bytes_to_hlo_text(module: bytes) -> str:
     Raises ProtoError for bytes XLA would not load, and for content the printer cannot
     reproduce exactly (the message names the field).
     """
+    return print_module_bytes(module).text
+
+
+def print_module_bytes(module: bytes) -> PrintedModule:
+    """`module_bytes_to_hlo_text`'s text, with where the printer put each part of it (from
+    which the IR is built without reading the text)."""
     try:
         from google.protobuf.message import DecodeError
     except ImportError as exc:
@@ -241,7 +250,7 @@ def module_bytes_to_hlo_text(module: bytes) -> str:
     from . import proto_text
 
     try:
-        return proto_text.module_to_text(module)
+        return proto_text.print_module(module)
     except DecodeError as exc:
         raise ProtoError(f"not a valid HloModuleProto: {_text_error(exc)}") from None
     except proto_text.InvalidProto as exc:

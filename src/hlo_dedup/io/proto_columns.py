@@ -1,9 +1,10 @@
 """Reading a serialized ``HloModuleProto`` column by column.
 
 The module view decodes the module and its computations; each computation's
-instructions stay encoded. All instruction encodings are then decoded in one call
-as ``HloInstructionColumns`` (every field ``repeated``): one list per field over the
-whole module. Each encoding is preceded by a *separator*, one record per aligned
+instructions stay encoded. The instruction encodings are then decoded as
+``HloInstructionColumns`` (every field ``repeated``), one call per chunk of
+:data:`_CHUNK` instructions (a columns message holds about 1 KB per instruction): one
+list per field over the whole module. Each encoding is preceded by a *separator*, one record per aligned
 field holding a value no valid instruction has, so every aligned list is the
 separator then the instruction's own value (if set) for each instruction in turn:
 that says which value belongs to which instruction, including the unset ones. An
@@ -18,10 +19,10 @@ repeated) is re-encoded canonically through the full schema and read again.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from itertools import chain, compress, islice, repeat
 from operator import add, eq, ne, not_, sub
-from typing import Any
+from typing import Any, Iterator
 
 from .descriptors import length_delimited, varint, varint_field
 from .proto_fields import first_unsupported, message_classes
@@ -99,6 +100,15 @@ def _split(column: Any, n: int) -> tuple[list[int], list[int]] | None:
     if len(column) == n:  # the separators alone
         return [], [0] * n
     values = column[:]
+    if len(values) - n <= n // 8:  # few ids (callees, control edges): find them, not the separators
+        at = list(compress(range(len(values)), map(ne, values, repeat(_ID_SEPARATOR))))
+        if len(values) - len(at) != n:
+            return None
+        counts = [0] * n
+        # The t-th id (from 0), at position p, belongs to instruction p - t - 1.
+        for owner, count in Counter(map(sub, at, range(1, len(at) + 1))).items():
+            counts[owner] = count
+        return list(map(values.__getitem__, at)), counts
     is_separator = list(map(eq, values, repeat(_ID_SEPARATOR)))  # shared bools: nothing allocated
     separators = list(compress(range(len(values)), is_separator))
     if len(separators) != n:
@@ -137,36 +147,61 @@ class ModuleData:
             raw.extend(comp.instructions)
             self.bounds.append((start, len(raw)))
         self.raw = raw
-        n = len(raw)
+        self._view_class = classes["HloInstructionProtoView"]
+        self.columns: dict[str, list[Any]] = {name: [] for name in _ALIGNED}
+        self.counts: dict[str, int] = {}
+        misaligned: set[str] = set()
+        id_parts: dict[str, list[tuple[list[int], list[int]] | range]] = {name: [] for name in _ID_LISTS}
         separator = _separator()
-        columns = classes["HloInstructionColumns"].FromString(separator + separator.join(raw) if raw else b"")
+        for start in range(0, max(len(raw), 1), _CHUNK):  # an empty module still counts its fields
+            self._read_chunk(classes, separator, range(start, min(start + _CHUNK, len(raw))), misaligned, id_parts,
+                             canonical)
+        if misaligned:
+            if canonical:
+                name = next(name for name in _ALIGNED if name in misaligned)  # the first, as one pass over all says
+                raise UnsupportedProto(f"HloInstructionProto.{name}", "a value the reader cannot tell apart")
+            raise _NotCanonical
+        self.id_lists: dict[str, tuple[list[int], list[int]]] = {}
+        for name, parts in id_parts.items():
+            ids: list[int] = []
+            counts: list[int] = []
+            for part in parts:
+                if isinstance(part, range):  # an id is the separator's value: read each instruction's list on its own
+                    part = packed_int64s([getattr(self.view(i), name) for i in part])
+                ids += part[0]
+                counts += part[1]
+            self.id_lists[name] = ids, counts
+
+    def _read_chunk(self, classes: dict[str, Any], separator: bytes, chunk: range, misaligned: set[str],
+                    id_parts: dict[str, list[tuple[list[int], list[int]] | range]], canonical: bool) -> None:
+        """Decode the instructions in ``chunk`` as columns and append them to the module's.
+        A columns message takes about 1 KB per instruction: decoding a million instructions
+        at once would hold a gigabyte."""
+        raw = self.raw[chunk.start : chunk.stop]
+        n = len(raw)
+        columns = classes["HloInstructionColumns"].FromString(separator.join([b"", *raw]) if raw else b"")
         from google.protobuf.unknown_fields import UnknownFieldSet
 
         if len(UnknownFieldSet(columns)):
-            for encoding in raw:
+            for encoding in self.raw:
                 path = first_unsupported("HloInstructionProto", encoding)
                 if path is not None:
                     raise UnsupportedProto(path)
             if canonical:
                 raise InvalidProto("an instruction does not decode")
             raise _NotCanonical
-        self._view_class = classes["HloInstructionProtoView"]
-        self.columns: dict[str, list[Any]] = {}
         for name, (sep, unset) in _ALIGNED.items():
             values = _align(getattr(columns, name), n, sep, unset)
             if values is None:
-                if canonical:
-                    raise UnsupportedProto(f"HloInstructionProto.{name}", "a value the reader cannot tell apart")
-                raise _NotCanonical
-            self.columns[name] = values
-        self.id_lists: dict[str, tuple[list[int], list[int]]] = {}
+                misaligned.add(name)
+            elif not misaligned:
+                self.columns[name] += values
         for name in _ID_LISTS:
-            split = _split(getattr(columns, name), n)
-            if split is None:  # an id is the separator's value: read each instruction's list on its own
-                split = packed_int64s([getattr(self.view(i), name) for i in range(n)])
-            self.id_lists[name] = split
+            id_parts[name].append(_split(getattr(columns, name), n) or chunk)
         read = {*_ALIGNED, *_ID_LISTS}
-        self.counts = {f.name: len(getattr(columns, f.name)) for f in columns.DESCRIPTOR.fields if f.name not in read}
+        for f in columns.DESCRIPTOR.fields:
+            if f.name not in read:
+                self.counts[f.name] = self.counts.get(f.name, 0) + len(getattr(columns, f.name))
 
     def view(self, i: int) -> Any:
         """Instruction ``i`` decoded on its own (message fields as bytes).
@@ -182,7 +217,13 @@ class ModuleData:
             view = self._view_class.FromString(canonical)
         return view
 
-    def views(self, indices: list[int]) -> Any:
+    def views(self, indices: list[int]) -> Iterator[Any]:
+        """Instructions ``indices``' views, decoded a chunk of them per call (as many at
+        once would hold their messages all together)."""
+        for start in range(0, len(indices), _CHUNK):
+            yield from self._views(indices[start : start + _CHUNK])
+
+    def _views(self, indices: list[int]) -> Any:
         """Instructions ``indices`` decoded in one call: a sequence of views."""
         encodings = list(map(self.raw.__getitem__, indices))
         sizes = list(map(len, encodings))
@@ -192,6 +233,10 @@ class ModuleData:
         if views.ByteSize() != len(framed):
             return [self.view(i) for i in indices]
         return views.items
+
+#: Instructions decoded as columns, or as views, at a time (see `ModuleData._read_chunk`).
+_CHUNK = 1 << 16
+
 
 class _NotCanonical(Exception):
     """The encoding is not canonical: re-encode it and read again."""

@@ -51,7 +51,7 @@ DEPRECATED_COMPARES = {
     "greater-than": "GT", "less-than-or-equal-to": "LE", "less-than": "LT",
 }  # fmt: skip
 
-_BAD_NAME_CHAR = re.compile(r"[^A-Za-z0-9_.\-\n]|^[^A-Za-z_]|\n[^A-Za-z_]")
+_BAD_NAME_CHAR = re.compile(r"[^A-Za-z0-9_.\-]|^[^A-Za-z_]")
 _NOT_ALLOWED = re.compile(rb"[^A-Za-z0-9_.\-]")
 _NAME_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-\n"
 _BAD_NAME_START = re.compile(r"\n[0-9.\-]")  # after the other name bytes are checked
@@ -74,10 +74,12 @@ def sanitized_name(name: str) -> str:
 
 
 def sanitized_names(names: list[str]) -> list[str]:
-    """:func:`sanitized_name` of each; all at once (in C) when all are plain."""
+    """:func:`sanitized_name` of each; all at once (in C) when all are plain (joined by
+    line breaks, none of them holding one)."""
     joined = "\n".join(names)
     if (
-        joined.isascii()
+        joined.count("\n") == len(names) - 1
+        and joined.isascii()
         and not joined.encode("ascii").translate(None, _NAME_BYTES)
         and _BAD_NAME_START.search(joined) is None
         and (joined[:1].isalpha() or joined[:1] == "_")

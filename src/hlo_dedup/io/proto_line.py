@@ -10,7 +10,7 @@ lookups and one string join.
 from __future__ import annotations
 
 from itertools import compress, repeat
-from operator import is_not
+from operator import add, is_not, lt
 from typing import Any, Callable
 
 from .proto_attributes import ACCURACY_OPCODES, CALLS_TO_APPLY, OPCODE_ATTRIBUTES, QUIET_UNLESS, result_accuracy_text
@@ -55,9 +55,10 @@ class LinePrinter:
         return parts
 
     def columns(self, table: Instructions, frames: Callable[[int], int]) -> list[list[str]]:
-        """The pieces of every instruction's line (without indentation or ``ROOT``), as
-        columns: ``%name``, `` = shape ``, ``opcode(``, the operands, ``)`` and the
-        attributes, the metadata, the backend config.
+        """The pieces of every instruction's line, as columns: ``%name``, its shape, its
+        opcode (as printed: an async op's may be sugared), what goes between the
+        parentheses (operands, a parameter number, a literal), and its attribute tail
+        (what follows the ``)``: attributes, metadata, backend config).
 
         Each column is a comprehension over all instructions, a lookup of texts made
         once per distinct value, or a loop over the few instructions that need it.
@@ -66,15 +67,14 @@ class LinePrinter:
         names = table.names
         opcodes = table.opcodes
         shapes = table.shapes
-        shape_texts = {data: f" = {self.shapes.text(data)} " for data in dict.fromkeys(map(shapes.__getitem__, table.order))}
+        shape_texts = {data: self.shapes.text(data) for data in dict.fromkeys(map(shapes.__getitem__, table.order))}
         refs = ["%" + n for n in names]
         ref = refs.__getitem__
-        args = [
-            ", ".join(map(ref, ops)) if len(ops) <= 5 else _long_operand_list(refs, ops)
-            for ops in table.operands
-        ]
+        args = list(map(", ".join, map(map, repeat(ref), table.operands)))
+        for i in compress(range(len(args)), map(lt, repeat(5), map(len, table.operands))):
+            args[i] = _long_operand_list(refs, table.operands[i])
         n = len(names)
-        tails = [")"] * n
+        tails = [""] * n
         numbers = columns["parameter_number"]
         for i in table.parameters:
             args[i] = str(numbers[i])
@@ -104,7 +104,7 @@ class LinePrinter:
         rows_in_order = sorted(rows, key=table.rank.__getitem__)
         for i, view in zip(rows_in_order, table.data.views(rows_in_order)):
             opcode = opcodes[i]
-            parts = [")"]
+            parts: list[str] = []
             if opcode == "constant":
                 args[i] = self._literal_text(view.literal) if view.HasField("literal") else "{...}"
             if opcode in ASYNC_OPCODES:
@@ -128,16 +128,9 @@ class LinePrinter:
                 value = originals[i]
                 if value is not None:
                     tails[i] += ", origin={" + original_value(self.decoder.decode("OriginalValueProto", value)) + "}"
-        opcode_texts = {opcode: opcode + "(" for opcode in set(printed_opcodes)}
-        return [
-            refs,
-            list(map(shape_texts.__getitem__, shapes)),
-            list(map(opcode_texts.__getitem__, printed_opcodes)),
-            args,
-            tails,
-            self._metadata_texts(table.metadata, frames),
-            self._config_texts(columns["backend_config"]),
-        ]
+        tails = list(map(add, map(add, tails, self._metadata_texts(table.metadata, frames)),
+                         self._config_texts(columns["backend_config"])))
+        return [refs, list(map(shape_texts.__getitem__, shapes)), printed_opcodes, args, tails]
 
     def _metadata_texts(self, metadata: list[bytes], frames: Callable[[int], int]) -> list[str]:
         """Each instruction's ``, metadata={...}`` (or nothing), made once per distinct

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from itertools import accumulate
+from dataclasses import dataclass
+from itertools import accumulate, compress, repeat
 from typing import Any
 
 from .proto_columns import ModuleData
@@ -28,11 +29,19 @@ from .proto_instruction import Computation, Instructions, sanitized_name
 from .proto_line import LinePrinter
 from .proto_values import InvalidProto, ShapeText, UnsupportedProto, escape, frontend_attributes, shape_index
 
-__all__ = ["InvalidProto", "UnsupportedProto", "module_to_text"]
+#: Opcodes printed with a payload between the parentheses instead of operands.
+_PAYLOAD_OPCODES = frozenset(("parameter", "constant"))
+
+__all__ = ["InvalidProto", "PrintedModule", "UnsupportedProto", "module_to_text", "print_module"]
 
 
 def module_to_text(data: bytes) -> str:
-    """The HLO text XLA prints for a serialized ``HloModuleProto``.
+    """The HLO text XLA prints for a serialized ``HloModuleProto``."""
+    return print_module(data).text
+
+
+def print_module(data: bytes) -> PrintedModule:
+    """A serialized ``HloModuleProto`` printed as XLA prints it, with where each part went.
 
     Raises :class:`InvalidProto` for a proto XLA would not load and
     :class:`UnsupportedProto` for content this printer cannot reproduce exactly.
@@ -42,10 +51,48 @@ def module_to_text(data: bytes) -> str:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _ModulePrinter(ModuleData(data)).text()
+        return _ModulePrinter(ModuleData(data)).printed()
     finally:
         if enabled:
             gc.enable()
+
+
+@dataclass
+class PrintedModule:
+    """A module's text as printed from its proto, and the layout of that text, for
+    building the IR on it without reading it again (:mod:`hlo_dedup.io.proto_ir`). It
+    holds no part of the proto or of the printer's tables beyond what that needs, so
+    they are freed before the IR is built.
+
+    ``head`` is the text before the first computation (the header line, with the
+    module's ``name`` and ``header_attributes``, then the stack-frame tables);
+    ``computations`` the printed ones in print order as (name, thread, parameters),
+    ``entry`` the entry's place among them; ``sequence`` the instruction (an index of
+    ``names``, ``operands``, ...) of each line in print order, and ``openings`` each
+    computation's (first line, root line, what is between it and the computation or
+    header before it, its head up to its first line's name). A line is its
+    indentation, ``ROOT`` on a root, then ``lengths`` characters: the instruction's
+    name, ``shapes``, ``opcodes`` (as printed), its operands or its ``payloads`` (a
+    parameter's number, a literal) and ``tails`` (what follows the ``)``). ``closing``
+    ends the text.
+    """
+
+    text: str
+    name: str
+    header_attributes: list[tuple[str, str]]
+    head: str
+    closing: str
+    computations: list[tuple[str, str, list[int]]]
+    entry: int
+    sequence: list[int]
+    openings: list[tuple[int, int, str, str]]
+    lengths: list[int]
+    names: list[str]
+    operands: list[list[int]]
+    shapes: list[str]
+    opcodes: list[str]
+    payloads: dict[int, str]
+    tails: list[str]
 
 
 class _ModulePrinter:
@@ -110,11 +157,13 @@ class _ModulePrinter:
 
     # -- printing -----------------------------------------------------------------------
 
-    def text(self) -> str:
+    def printed(self) -> PrintedModule:
         """The module: its header, then each computation's head and instruction lines in
-        print order, joined in one pass over pieces the line printer makes column by
-        column (a line's prefix holds the indentation, ``ROOT`` and what goes between
-        computations)."""
+        print order, joined in one pass over each line's prefix (indentation, ``ROOT``,
+        what goes between computations) and text; and where each part of the text is.
+
+        The printer is spent after this: it lets go of the proto and its tables once the
+        lines' pieces are made, so that they are not held beside the joined text."""
         table = self.table
         frames = _StackFrames(self.module, self.decoder)
         frames.collect(map(table.metadata.__getitem__, table.order), self.lines)
@@ -125,26 +174,46 @@ class _ModulePrinter:
         post_order = table.post_order(unscheduled)
         offsets = dict(zip([c.position for c in unscheduled], accumulate([0] + [c.stop - c.start for c in unscheduled])))
         sequence: list[int] = []
-        openings: list[tuple[int, int, str]] = []  # (first line, root line, text before the first line)
-        between = self._header() + frames.text() + "\n\n"
+        openings: list[tuple[int, int, str, str]] = []  # (first line, root line, closing before, head)
+        name = sanitized_name(self.module.name)
+        attributes = self._header_attributes()
+        header = "HloModule " + name + "".join([f", {key}={value}" for key, value in attributes])
+        frames_text = frames.text()
+        between = header + frames_text + "\n\n"
         for comp in printed:
             order = self.schedule.get(comp.id)
             if order is None:
                 at = offsets[comp.position]
                 order = post_order[at : at + comp.stop - comp.start]
-            openings.append((len(sequence), len(sequence) + order.index(comp.root), between + self._computation_head(comp)))
+            openings.append((len(sequence), len(sequence) + order.index(comp.root), between, self.computation_head(comp)))
             sequence += order
-            between = ("\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"') + "\n\n"
-        # Line after line: its prefix, then its piece of each column. Filled by strided
-        # slice assignment, which costs a third of zipping the columns piece by piece.
-        width = len(columns) + 1
-        pieces = ["\n  "] * (width * len(sequence))
-        for k, column in enumerate(columns, 1):
-            pieces[k::width] = [column[i] for i in sequence]
-        for first, root, opening in openings:
-            pieces[first * width] = opening
-            pieces[root * width] += "ROOT "
-        return "".join(pieces) + between
+            between = self.closing(comp) + "\n\n"
+        computations = [(c.name, c.thread, c.parameters) for c in printed]
+        entry = printed.index(self.entry)
+        names, operands = table.names, table.operands
+        del table, printed, unscheduled, post_order, frames
+        vars(self).clear()  # the proto and the tables read from it
+        # Each instruction's line, then line after line its prefix and the line.
+        refs, shapes, opcodes, args, tails = columns
+        del columns
+        payloads = {i: args[i] for i in compress(range(len(opcodes)), map(_PAYLOAD_OPCODES.__contains__, opcodes))}
+        lines = list(map("".join, zip(refs, repeat(" = "), shapes, repeat(" "), opcodes, repeat("("), args,
+                                      repeat(")"), tails)))
+        del refs, args
+        pieces = ["\n  "] * (2 * len(sequence))
+        pieces[1::2] = list(map(lines.__getitem__, sequence))
+        del lines  # (the lines of instructions not printed: an async op's wrapped one)
+        lengths = list(map(len, pieces[1::2]))
+        for first, root, before, head in openings:
+            pieces[2 * first] = before + head
+            pieces[2 * root] += "ROOT "
+        text = "".join(pieces) + between
+        del pieces
+        return PrintedModule(
+            text=text, name=name, header_attributes=attributes, head=header + frames_text[:-1], closing=between,
+            computations=computations, entry=entry, sequence=sequence, openings=openings, lengths=lengths,
+            names=names, operands=operands, shapes=shapes, opcodes=opcodes, payloads=payloads, tails=tails,
+        )
 
     def _computation_order(self) -> list[Computation]:
         """``MakeComputationPostOrder(dfs_postorder=true)``."""
@@ -164,23 +233,24 @@ class _ModulePrinter:
             raise InvalidProto("some computations are only reachable through a cycle of calls")
         return order
 
-    def _header(self) -> str:
+    def _header_attributes(self) -> list[tuple[str, str]]:
+        """The header line's attributes (key, value text), in print order."""
         module = self.module
-        parts = ["HloModule ", sanitized_name(module.name)]
+        attributes = []
         if self.schedule:
-            parts.append(", is_scheduled=true")
+            attributes.append(("is_scheduled", "true"))
         aliasing = self._input_output_alias()
         if aliasing:
-            parts.append(", input_output_alias={ " + aliasing + " }")
+            attributes.append(("input_output_alias", "{ " + aliasing + " }"))
         donors = self._buffer_donors()
         if donors:
-            parts.append(", buffer_donor={ " + donors + " }")
-        parts.append(", entry_computation_layout={" + self._entry_layout() + "}")
+            attributes.append(("buffer_donor", "{ " + donors + " }"))
+        attributes.append(("entry_computation_layout", "{" + self._entry_layout() + "}"))
         if module.frontend_attributes:
             text = frontend_attributes(self.decoder.decode("FrontendAttributes", module.frontend_attributes))
             if text != "{}":
-                parts.append(", frontend_attributes=" + text)
-        return "".join(parts)
+                attributes.append(("frontend_attributes", text))
+        return attributes
 
     def _entry_layout(self) -> str:
         """``ComputationLayout::Print`` of the host program shape."""
@@ -222,7 +292,10 @@ class _ModulePrinter:
         donors = sorted({(e.parameter_number, tuple(e.parameter_shape_index)) for e in donor.entries})
         return ", ".join(f"({p}, {shape_index(i)})" for p, i in donors)
 
-    def _computation_head(self, comp: Computation) -> str:
+    def closing(self, comp: Computation) -> str:
+        return "\n}" if comp.thread == "main" else f'\n}}, execution_thread="{comp.thread}"'
+
+    def computation_head(self, comp: Computation) -> str:
         shapes, names, text_without_layout = self.table.shapes, self.table.names, self.shapes.text_without_layout
         params = ", ".join([f"{names[p]}: {text_without_layout(shapes[p])}" for p in comp.parameters])
         result = text_without_layout(shapes[comp.root])

@@ -220,6 +220,11 @@ def _tail_references(tail: str, pieces: dict[str, _Read | None]) -> tuple[Refere
     return tuple(a for a in attrs if a[0] in _REFERENCE_KEYS)
 
 
+#: The verdict above for a reader that builds the IR from lines it printed itself
+#: (`hlo_dedup.io.proto_ir`): the same function, so the two cannot disagree on a tail.
+tail_references = _tail_references
+
+
 class PrintedLines:
     """The fast path over one module's text.
 
