@@ -8,6 +8,7 @@ interpreter on a module JAX wrote, and lists the modules it imported. Timings li
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -19,11 +20,12 @@ FSDP = Path(__file__).resolve().parents[1] / "data" / "jax" / "fsdp_shard_map.hl
 
 #: Loaded by no plain text run: the JSON report, the drawing and the page (with json,
 #: html), the proto reader, the XLA bridge, batch mode, `--v` (logging), a mistyped pass
-#: name (difflib), compressed files (gzip) and the temporary-file module (tempfile).
+#: name (difflib), compressed files (gzip) and the temporary-file module (tempfile); nor
+#: dataclasses (with inspect, ast, dis, tokenize): the records are hlo_dedup.plain's.
 ON_DEMAND = frozenset({
     "hlo_dedup.report.json", "hlo_dedup.report.dot", "hlo_dedup.report.html", "hlo_dedup.io.proto",
     "hlo_dedup.xla", "hlo_dedup.equivalence", "hlo_dedup.batch", "hlo_dedup.io.discovery",
-    "json", "logging", "difflib", "gzip", "tempfile",
+    "json", "logging", "difflib", "gzip", "tempfile", "dataclasses", "inspect",
 })
 
 _LIST_MODULES = """\
@@ -36,14 +38,24 @@ print(status, *sorted(sys.modules))
 
 def imported(*args: str | Path, status: int = 0) -> set[str]:
     """The modules a fresh interpreter holds after `hlo-dedup ARGS` (none: after the import),
-    which must end with exit status `status`."""
+    which must end with exit status `status`, less those the bare interpreter holds (a
+    host's site-packages may import anything at start-up, tempfile and all)."""
+    ended, *modules = _run(_LIST_MODULES, *map(str, args))
+    assert ended == str(status)
+    return set(modules) - _bare_interpreter()
+
+
+@functools.cache
+def _bare_interpreter() -> frozenset[str]:
+    return frozenset(_run("import sys; print(*sys.modules)"))
+
+
+def _run(script: str, *args: str) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    done = subprocess.run([sys.executable, "-c", _LIST_MODULES, *map(str, args)], capture_output=True, text=True, check=False,
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=False,
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    ended, *modules = done.stdout.split()
-    assert ended == str(status), done.stderr
-    return set(modules)
+    return done.stdout.split()
 
 
 @pytest.mark.parametrize("passes", [[], ["--passes="]], ids=["default pipeline", "no passes"])

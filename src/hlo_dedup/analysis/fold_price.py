@@ -25,10 +25,10 @@ buffer at its own program point only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from ..plain import FrozenRecord, init_frozen
 from .buffers import Leaf
 from .liveness import ComputationLiveness, ModuleLiveness
 from .segment_tree import RangeAddMaxTree
@@ -53,28 +53,30 @@ _COLLECTIVES = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class FoldPrice:
-    """What one fold does to the estimated peak of its computation."""
+class FoldPrice(FrozenRecord):
+    """What one fold does to the estimated peak of its computation.
 
-    computation: str
-    kept: str
-    removed: str
-    live_range_extension: int  # program points K's buffer now lives past its old last reader
-    peak_bytes_before: int
-    peak_bytes_after: int
-    crosses_peak: bool  # K's buffer is live at a program point holding the new peak
-    peak_instruction: str  # the first instruction at the new peak
-    refused: bool = False  # by `FoldPricer.apply_within`: the model is as if it never happened
+    `live_range_extension`: program points K's buffer now lives past its old last reader;
+    `crosses_peak`: K's buffer is live at a program point holding the new peak, whose first
+    instruction is `peak_instruction`; `refused` by `FoldPricer.apply_within`: the model is
+    as if the fold never happened.
+    """
+
+    __slots__ = ("computation", "kept", "removed", "live_range_extension", "peak_bytes_before",
+                 "peak_bytes_after", "crosses_peak", "peak_instruction", "refused")
+
+    def __init__(self, computation: str, kept: str, removed: str, live_range_extension: int,
+                 peak_bytes_before: int, peak_bytes_after: int, crosses_peak: bool, peak_instruction: str,
+                 refused: bool = False) -> None:
+        init_frozen(self, computation, kept, removed, live_range_extension, peak_bytes_before, peak_bytes_after,
+                    crosses_peak, peak_instruction, refused)
 
     @property
     def peak_increase(self) -> int:
         return self.peak_bytes_after - self.peak_bytes_before
 
     def to_json(self) -> dict[str, Any]:
-        # dataclasses.asdict deep-copies field by field: thousands of folds made it show up.
-        # The instance dict holds the fields in their order (__init__ sets each once).
-        return dict(vars(self))
+        return dict(zip(self.__slots__, self.fields()))
 
 
 class FoldPricer:
@@ -134,7 +136,7 @@ class FoldPricer:
             price = self._fold(state, k, r)
             if budget is not None and price.peak_increase > budget:
                 self._rollback()
-                return replace(price, refused=True)
+                return price.replaced(refused=True)
             if not commit:
                 self._rollback()
             return price

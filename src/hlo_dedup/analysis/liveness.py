@@ -47,11 +47,11 @@ the peak and its first program point.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import accumulate, chain
 from operator import sub
 from typing import TYPE_CHECKING
 
+from ..plain import FrozenRecord, init_frozen
 from .buffers import (
     DEFINE,
     GTE,
@@ -77,16 +77,16 @@ if TYPE_CHECKING:
 STATIC_CODE = 1  # parameter, constant
 SPECIAL_CODE = 2  # visited one by one: aliases, calls
 
-@dataclass(frozen=True)
-class BufferRange:
-    """One buffer's live range in program points of its computation (both inclusive)."""
+class BufferRange(FrozenRecord):
+    """One buffer's live range in program points of its computation (both inclusive): the
+    leaf at shape `index` (() for an array) of `instruction`; `static` for a parameter or
+    constant, live throughout."""
 
-    instruction: str
-    index: tuple[int, ...]  # shape index of the leaf, () for an array
-    bytes: int
-    start: int
-    end: int
-    static: bool  # a parameter or constant: live throughout
+    __slots__ = ("instruction", "index", "bytes", "start", "end", "static")
+
+    def __init__(self, instruction: str, index: tuple[int, ...], bytes: int, start: int, end: int,  # noqa: A002
+                 static: bool) -> None:
+        init_frozen(self, instruction, index, bytes, start, end, static)
 
 
 class ComputationLiveness:

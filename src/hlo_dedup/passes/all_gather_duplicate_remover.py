@@ -34,7 +34,7 @@ from ..ir.shape import byte_size, shapes_equal
 from .dce import run_dce
 from .gather_survey import GatherSurvey
 from .pass_base import HloPass, ModuleTransaction, PassResult
-from .records import FoldRecord, Hazard, filled, remembered, user_line
+from .records import FoldRecord, Hazard, remembered, user_line
 
 
 class _GatherConfig:
@@ -320,8 +320,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         out_bytes = byte_size(removed.shape)
         shard_count = _shard_count(removed)
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
-        return filled(FoldRecord, self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
-                      None, hazardous, memory, removed_text, rewired)
+        return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
+                          None, hazardous, memory, removed_text, rewired)
 
 
 def _shape_facts(shape: Any) -> tuple[tuple[object, ...], str, str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable
 
-from .records import InstructionFate, NearMiss, facts, filled
+from .records import InstructionFate, NearMiss, facts
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
@@ -110,9 +110,9 @@ class GatherSurvey:
                 self._near.append(_same_operand_miss(comp, stop, group, direct))
 
     def records(self) -> list[InstructionFate]:
-        return [filled(InstructionFate, e.comp_name, e.name, e.opcode, e.fate, e.folded_into, e.reason,
-                       (e.stop.opcode, e.stop.name) if e.stop is not None else None,
-                       e.key_json, e.bytes_output, e.op_name, e.source, e.walk, e.refused_onto)
+        return [InstructionFate(e.comp_name, e.name, e.opcode, e.fate, e.folded_into, e.reason,
+                                (e.stop.opcode, e.stop.name) if e.stop is not None else None,
+                                e.key_json, e.bytes_output, e.op_name, e.source, e.walk, e.refused_onto)
                 for e in self._entries.values()]
 
     def near_misses(self) -> list[NearMiss]:

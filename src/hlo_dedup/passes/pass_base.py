@@ -10,11 +10,11 @@ module is rolled back. Passes attach what they did (`folds`, `hazards`) for repo
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..ir.module import HloModule
 from ..logs import pass_logger, vlog_is_on, vlog_level
+from ..plain import Record
 
 if TYPE_CHECKING:
     import logging
@@ -30,21 +30,30 @@ def ret_check_failure(file: str, line: int, condition: str, detail: str = "") ->
     return PassError((message + detail).rstrip())
 
 
-@dataclass
-class PassResult:
-    """What one pass run did: whether it changed the module and its records."""
+class PassResult(Record):
+    """What one pass run did: whether it changed the module and its records.
 
-    pass_name: str
-    changed: bool
-    folds: list[Any] = field(default_factory=list)
-    hazards: list[Any] = field(default_factory=list)
-    seconds: float = 0.0
-    instructions: list[Any] = field(default_factory=list)  # InstructionFate per instruction considered
-    near_misses: list[Any] = field(default_factory=list)
-    #: (computation, name, line) of what the pass's closing DCE deleted in the computations
-    #: it rewrote.
-    deleted: list[tuple[str, str, str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what a user should know, in words
+    `instructions`: an InstructionFate per instruction considered; `deleted`: (computation,
+    name, line) of what the pass's closing DCE deleted in the computations it rewrote;
+    `notes`: what a user should know, in words.
+    """
+
+    __slots__ = ("pass_name", "changed", "folds", "hazards", "seconds", "instructions", "near_misses", "deleted",
+                 "notes")
+
+    def __init__(self, pass_name: str, changed: bool, folds: list[Any] | None = None,
+                 hazards: list[Any] | None = None, seconds: float = 0.0, instructions: list[Any] | None = None,
+                 near_misses: list[Any] | None = None, deleted: list[tuple[str, str, str]] | None = None,
+                 notes: list[str] | None = None) -> None:
+        self.pass_name = pass_name
+        self.changed = changed
+        self.folds = [] if folds is None else folds
+        self.hazards = [] if hazards is None else hazards
+        self.seconds = seconds
+        self.instructions = [] if instructions is None else instructions
+        self.near_misses = [] if near_misses is None else near_misses
+        self.deleted = [] if deleted is None else deleted
+        self.notes = [] if notes is None else notes
 
 
 class ModuleTransaction:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..ir.module import HloModule
+from ..plain import Record
 from .pass_base import HloPass, PassResult
 from .registry import create_pass
 
 
-@dataclass
-class PipelineResult:
+class PipelineResult(Record):
     """What a pipeline did: `changed` if any pass changed the module, per-pass results."""
 
-    changed: bool
-    passes: list[PassResult] = field(default_factory=list)
+    __slots__ = ("changed", "passes")
+
+    def __init__(self, changed: bool, passes: list[PassResult] | None = None) -> None:
+        self.changed = changed
+        self.passes = [] if passes is None else passes
 
     @property
     def folds(self) -> list:

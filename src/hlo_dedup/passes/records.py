@@ -3,46 +3,45 @@ instruction the pass considered, and the near misses it saw."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..ir.shape import byte_size
+from ..plain import FrozenRecord, init_frozen
 
 if TYPE_CHECKING:
     from ..ir.instruction import HloInstruction
 
 
-@dataclass(frozen=True)
-class Hazard:
+class Hazard(FrozenRecord):
     """A fold the faithful key allows although the two values may differ."""
 
-    computation: str
-    kept: str
-    removed: str
-    reasons: tuple[str, ...]
-    refused: bool  # True in strict mode: the fold was not made
+    __slots__ = ("computation", "kept", "removed", "reasons", "refused")
+
+    def __init__(self, computation: str, kept: str, removed: str, reasons: tuple[str, ...],
+                 refused: bool) -> None:  # refused: True in strict mode, the fold was not made
+        init_frozen(self, computation, kept, removed, reasons, refused)
 
 
-@dataclass(frozen=True)
-class FoldRecord:
-    """One duplicate folded onto a kept instruction."""
+class FoldRecord(FrozenRecord):
+    """One duplicate folded onto a kept instruction.
 
-    pass_name: str
-    computation: str
-    kept: str
-    removed: str
-    key: dict[str, Any] = field(default_factory=dict)
-    bytes_output: int = 0
-    bytes_per_device: int = 0
-    replacement: str | None = None  # the clone that replaced `removed` (preprocess pass)
-    hazardous: bool = False
-    #: The fold's memory price (analysis.FoldPrice.to_json): live_range_extension,
-    #: peak_bytes_before/after, crosses_peak, peak_instruction; None where not priced.
-    memory: dict[str, Any] | None = None
-    #: The rewrite: the removed instruction's line, and (user, line before, line after) for
-    #: every user re-pointed from it (a user of many operands: an excerpt, see `user_line`).
-    removed_text: str = ""
-    rewired: tuple[tuple[str, str, str], ...] = ()
+    `replacement` is the clone that replaced `removed` (preprocess pass). `memory` is the
+    fold's memory price (analysis.FoldPrice.to_json: live_range_extension,
+    peak_bytes_before/after, crosses_peak, peak_instruction), None where not priced. The
+    rewrite: `removed_text` is the removed instruction's line, `rewired` a (user, line
+    before, line after) for every user re-pointed from it (a user of many operands: an
+    excerpt, see `user_line`).
+    """
+
+    __slots__ = ("pass_name", "computation", "kept", "removed", "key", "bytes_output", "bytes_per_device",
+                 "replacement", "hazardous", "memory", "removed_text", "rewired")
+
+    def __init__(self, pass_name: str, computation: str, kept: str, removed: str,
+                 key: dict[str, Any] | None = None, bytes_output: int = 0, bytes_per_device: int = 0,
+                 replacement: str | None = None, hazardous: bool = False, memory: dict[str, Any] | None = None,
+                 removed_text: str = "", rewired: tuple[tuple[str, str, str], ...] = ()) -> None:
+        init_frozen(self, pass_name, computation, kept, removed, {} if key is None else key, bytes_output,
+                    bytes_per_device, replacement, hazardous, memory, removed_text, rewired)
 
 
 #: Users with more operands than this are recorded as an excerpt around the rewired ones.
@@ -68,8 +67,7 @@ def user_line(user: HloInstruction, positions: list[int]) -> str:
     return f"{user.name} = {user.opcode}({', '.join(parts)}) /* {len(operands)} operands */"
 
 
-@dataclass(frozen=True)
-class InstructionFate:
+class InstructionFate(FrozenRecord):
     """One instruction a pass considered (an all-gather, a kernel) and what became of it.
 
     Fates of the all-gather pass: `kept` (duplicates were folded onto it), `folded` (onto
@@ -81,23 +79,19 @@ class InstructionFate:
     `refused_onto` names the gather a refused fold would have kept (what `reason` names).
     """
 
-    computation: str
-    name: str
-    opcode: str
-    fate: str
-    folded_into: str | None = None
-    reason: str | None = None
-    stop: tuple[str, str] | None = None
-    key: dict[str, Any] | None = None
-    bytes_output: int = 0
-    op_name: str | None = None
-    source: str | None = None
-    walk: tuple[tuple[str, str], ...] = ()  # (opcode, name) from operand(0) up to where the walk ended
-    refused_onto: str | None = None
+    __slots__ = ("computation", "name", "opcode", "fate", "folded_into", "reason", "stop", "key", "bytes_output",
+                 "op_name", "source", "walk", "refused_onto")
+
+    def __init__(self, computation: str, name: str, opcode: str, fate: str, folded_into: str | None = None,
+                 reason: str | None = None, stop: tuple[str, str] | None = None, key: dict[str, Any] | None = None,
+                 bytes_output: int = 0, op_name: str | None = None, source: str | None = None,
+                 walk: tuple[tuple[str, str], ...] = (), refused_onto: str | None = None) -> None:
+        # walk: (opcode, name) from operand(0) up to where the walk ended
+        init_frozen(self, computation, name, opcode, fate, folded_into, reason, stop, key, bytes_output, op_name,
+                    source, walk, refused_onto)
 
 
-@dataclass(frozen=True)
-class NearMiss:
+class NearMiss(FrozenRecord):
     """Instructions that would fold but for one thing.
 
     `kind`: `key_field` (same parameter, a key field differs), `same_operand` (the walks
@@ -105,30 +99,10 @@ class NearMiss:
     gathered in different computations). `reason` says it in words.
     """
 
-    kind: str
-    reason: str
-    computations: tuple[str, ...]
-    instructions: tuple[str, ...]
+    __slots__ = ("kind", "reason", "computations", "instructions")
 
-
-_Record = TypeVar("_Record")
-
-
-def filled(cls: type[_Record], *values: Any) -> _Record:
-    """A record of frozen dataclass `cls` from all its field values in order, filled in one
-    step: the generated __init__ sets a frozen field with a call per field, and a pass makes
-    a record per gather and per fold."""
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-    if len(values) != len(names):
-        raise TypeError(f"{cls.__name__} has {len(names)} fields, got {len(values)} values")
-    record = object.__new__(cls)
-    record.__dict__.update(zip(names, values))
-    return record
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+    def __init__(self, kind: str, reason: str, computations: tuple[str, ...], instructions: tuple[str, ...]) -> None:
+        init_frozen(self, kind, reason, computations, instructions)
 
 
 def identify(inst: HloInstruction) -> dict[str, Any]:
