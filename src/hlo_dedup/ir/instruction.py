@@ -109,10 +109,8 @@ class HloInstruction:
     ) -> HloInstruction:
         """An instruction as a reader found it: its shape and attributes stay text (the
         attributes are `span`'s tail in the module source) until something asks for them;
-        `span` may be just its fields, made a SourceSpan on first use.
-
-        Readers build millions of these, so this skips the general constructor's work;
-        `operands` is taken as is (not copied)."""
+        `span` may be just its fields, made a SourceSpan on first use. Readers build millions
+        of these, so this skips the general constructor's work (`operands` is not copied)."""
         inst = cls.__new__(cls)
         inst.name = name
         inst.opcode = opcode
@@ -259,11 +257,9 @@ class HloInstruction:
 
     def _detach_from_source(self) -> None:
         """Copy what still refers to the source before the instruction leaves its module."""
-        span = self.span
-        if span.tail_start >= 0:
-            self._attr_raw = self._attr_text
-            span.tail_start = -1
-        span.edited = True
+        if self.span.tail_start >= 0:
+            self._set_attr_text(self._attr_text)
+        self.span.edited = True
 
     # ------------------------------------------------------------ attributes
     @property
@@ -424,10 +420,7 @@ class HloInstruction:
         """XLA's HasSideEffect: this op, or anything in a computation it calls."""
         if self.has_side_effect_no_recurse():
             return True
-        for c in self.called_computations:
-            if c.has_side_effect():
-                return True
-        return False
+        return any(c.has_side_effect() for c in self.called_computations)
 
     # --------------------------------------------------------------- editing
     def mark_changed(self) -> None:
