@@ -17,12 +17,12 @@ import base64
 import hashlib
 import os
 from collections import Counter
-from dataclasses import dataclass
 from html import escape
 from importlib.resources import files
 from typing import Iterable, Sequence
 
 from ..passes import FoldRecord, InstructionFate
+from ..plain import FrozenRecord, init_frozen
 from .html_sections import Computation, Ids, changes_section, computations, fold_cards, why_not_section
 from .html_walk import ARROW_DEFS
 from .model import InputResult, ModuleRun, RunReport, module_totals, peak_changes
@@ -114,15 +114,14 @@ def _toolbar() -> str:
             '<button type="button" id="collapse">Collapse all</button></div>')
 
 
-@dataclass(frozen=True)
-class _Facts:
+class _Facts(FrozenRecord):
     """What the overview says about a set of modules."""
 
-    gathers: list[InstructionFate]
-    kernels: list[InstructionFate]
-    gather_folds: list[FoldRecord]
-    kernel_folds: list[FoldRecord]
-    totals: dict[str, int]
+    __slots__ = ("gathers", "kernels", "gather_folds", "kernel_folds", "totals")
+
+    def __init__(self, gathers: list[InstructionFate], kernels: list[InstructionFate],
+                 gather_folds: list[FoldRecord], kernel_folds: list[FoldRecord], totals: dict[str, int]) -> None:
+        init_frozen(self, gathers, kernels, gather_folds, kernel_folds, totals)
 
     @classmethod
     def of(cls, report: RunReport) -> _Facts:

@@ -5,11 +5,11 @@ fold. Every name and line from the module is escaped here, as in `html.py`."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from html import escape
 from typing import Sequence
 
 from ..passes import FoldRecord, Hazard, InstructionFate
+from ..plain import Record
 from .html_walk import fold_svg
 from .model import ModuleRun
 from .units import human_bytes, plural
@@ -22,16 +22,18 @@ NEAR_MISS_TITLES = {
 _MAX_GROUPS_CHARS = 48
 
 
-@dataclass
-class Computation:
-    """What a module's passes recorded about one computation."""
+class Computation(Record):
+    """What a module's passes recorded about one computation (`deleted`: (name, line))."""
 
-    name: str
-    gathers: list[InstructionFate] = field(default_factory=list)
-    kernels: list[InstructionFate] = field(default_factory=list)
-    folds: list[FoldRecord] = field(default_factory=list)
-    hazards: list[Hazard] = field(default_factory=list)
-    deleted: list[tuple[str, str]] = field(default_factory=list)  # (name, line)
+    __slots__ = ("name", "gathers", "kernels", "folds", "hazards", "deleted")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.gathers: list[InstructionFate] = []
+        self.kernels: list[InstructionFate] = []
+        self.folds: list[FoldRecord] = []
+        self.hazards: list[Hazard] = []
+        self.deleted: list[tuple[str, str]] = []
 
     @property
     def refused(self) -> list[InstructionFate]:

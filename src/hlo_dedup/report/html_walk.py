@@ -10,7 +10,6 @@ follows the colour scheme; every name is escaped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from html import escape
 
 Step = tuple[str, str]  # (opcode, name)
@@ -29,13 +28,14 @@ ARROW_DEFS = ('<svg class="defs" width="0" height="0" aria-hidden="true"><defs>'
               'orient="auto-start-reverse"><path d="M0,0 L8,4 L0,8 z"/></marker></defs></svg>')
 
 
-@dataclass
 class _Node:
-    step: Step
-    kind: str  # CSS class: param, stop, kept, removed, refused, or "" for a step of a walk
-    label: str
-    col: int
-    row: int  # 0 kept, 1 shared, 2 removed
+    """A box of the walk picture. `kind` is its CSS class: param, stop, kept, removed,
+    refused, or "" for a step of a walk; `row` 0 is kept, 1 shared, 2 removed."""
+
+    __slots__ = ("step", "kind", "label", "col", "row")
+
+    def __init__(self, step: Step, kind: str, label: str, col: int, row: int) -> None:
+        self.step, self.kind, self.label, self.col, self.row = step, kind, label, col, row
 
 
 def _short(name: str) -> str:
