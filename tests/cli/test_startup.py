@@ -86,3 +86,11 @@ def test_what_a_run_asks_for_is_loaded(tmp_path: Path, args: list[str], loaded: 
 
 def test_a_compressed_output_loads_gzip(tmp_path: Path) -> None:
     assert "gzip" in imported(FSDP, "-o", tmp_path / "out.hlo.gz")
+
+
+def test_the_page_and_the_report_need_no_dataclasses(tmp_path: Path) -> None:
+    """Their records are plain ones too: `dataclasses` would bring inspect, ast, dis and
+    tokenize, a tenth of a small run."""
+    modules = imported(FSDP, "-o", tmp_path / "out.hlo", "--html", tmp_path / "p.html", "--report", tmp_path / "r.json")
+    assert {"hlo_dedup.report.html", "hlo_dedup.report.json"} <= modules
+    assert not modules & {"dataclasses", "inspect"}, sorted(modules & {"dataclasses", "inspect"})
