@@ -22,7 +22,6 @@ import re
 from itertools import accumulate, repeat
 from operator import add, sub
 
-
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
