@@ -69,8 +69,7 @@ def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> 
         if dead:
             removed = _remove_dead_roots(comp, dead, transaction)
             changed |= _remove_dead_parameters(comp, transaction) or removed
-            # The computations its surviving instructions call, in instruction order.
-            callees = [callee for inst in comp for callee in inst.called_computations]
+            _, callees = comp.dead_and_callees()  # those its surviving instructions call
         for callee in callees:
             if callee in to_remove:
                 to_remove.discard(callee)
