@@ -177,7 +177,7 @@ class FoldPricer:
             raise ValueError(f"{r.name} aliases another instruction's buffers; only folds of "
                              "instructions that define their value are priced")
         forward = state.forward
-        kept_buffers = [state.find(b) if b in forward else b for b in cl.leaves_of(k)]
+        kept_buffers = [state.find(b) for b in cl.leaves_of(k)]
         if len(kept_buffers) != len(removed_buffers):
             raise ValueError(f"{k.name} and {r.name} have different tuple structures")
         tree = state.tree
@@ -348,9 +348,6 @@ class _State:
             found = self._absorbed[inst] = []
         return found
 
-    def is_static(self, b: Buffer) -> bool:
-        return b in self.cl.static
-
     def start(self, b: Buffer) -> int:
         return self.cl.start_of(b)
 
@@ -449,12 +446,7 @@ class _State:
                 if b not in forward:
                     self.free(b)
             p = cl.position[d]
-            read = set()
-            for b in cl.reads(d):
-                while b in forward:
-                    b = forward[b]
-                read.add(b)
-            for b in read:
+            for b in {self.find(x) for x in cl.reads(d)}:
                 if b not in freed and b not in static and self.end(b) == p:
                     self.set_end(b, self.last_reader(b))
             operands = {}
