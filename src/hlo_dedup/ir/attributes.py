@@ -9,6 +9,7 @@ a parse error would be, because a bad value is only discovered when a pass first
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 from weakref import ref
@@ -371,15 +372,9 @@ def decode_dimensions(inst: HloInstruction) -> tuple[int, ...]:
     raw = raw_attribute(inst, "dimensions")
     if raw is None:
         return ()
-    found = _DIMENSIONS.get(raw)
+    found = _plain_int_list(raw)
     if found is None:
-        if _PLAIN_INT_LIST.fullmatch(raw):
-            found = tuple(map(int, raw[1:-1].split(","))) if len(raw) > 2 else ()
-        else:
-            found = _decode(inst, "dimensions", raw, lambda c: c.int_list("{", "}", "dimensions"))
-        if len(_DIMENSIONS) >= 4096:
-            _DIMENSIONS.clear()
-        _DIMENSIONS[raw] = found
+        found = _decode(inst, "dimensions", raw, lambda c: c.int_list("{", "}", "dimensions"))
     return found
 
 
@@ -391,22 +386,24 @@ def decode_int_attr(inst: HloInstruction, key: str) -> int:
 
 
 def _int_value(inst: HloInstruction, key: str, raw: str) -> int:
-    found = _INTS.get(raw)
+    found = _plain_int(raw)
     if found is None:
-        if _PLAIN_INT.fullmatch(raw):
-            found = int(raw)
-        else:
-            found = _decode(inst, key, raw, lambda c: c.integer(f"for {key}"))
-        if len(_INTS) >= 8192:
-            _INTS.clear()
-        _INTS[raw] = found
+        found = _decode(inst, key, raw, lambda c: c.integer(f"for {key}"))
     return found
 
 
-#: Decoded values by raw text (a value depends on nothing else): modules repeat a few
-#: dimension lists and indices on thousands of instructions.
-_DIMENSIONS: dict[str, tuple[int, ...]] = {}
-_INTS: dict[str, int] = {}
+# Plain values by raw text (a value depends on nothing else: modules repeat a few dimension
+# lists and indices on thousands of instructions); None for a text the careful read takes.
+@functools.lru_cache(maxsize=4096)
+def _plain_int_list(raw: str) -> tuple[int, ...] | None:
+    if _PLAIN_INT_LIST.fullmatch(raw) is None:
+        return None
+    return tuple(map(int, raw[1:-1].split(","))) if len(raw) > 2 else ()
+
+
+@functools.lru_cache(maxsize=8192)
+def _plain_int(raw: str) -> int | None:
+    return int(raw) if _PLAIN_INT.fullmatch(raw) else None
 
 
 def decode_channel_id(inst: HloInstruction) -> int | None:
