@@ -21,21 +21,22 @@ from __future__ import annotations
 import re
 from itertools import accumulate, repeat
 from operator import add, sub
+from typing import NoReturn
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
-from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
+from ..ir.opcodes import is_known_opcode
 from ..ir.source import ComputationSpan, ModuleSource
-from ..syntax.lexer import IDENT, ScanError, match_group, name_list, split_attributes
+from ..syntax.lexer import IDENT, ScanError, match_group, split_attributes
 from ..text import parse_module
 from ..text.lines import Reference, shape_end, tail_references
+from ..text.parser import bind_references
 from .proto_text import PrintedModule
 
 _LEAD = "\n  "  # every printed line's indentation
 _ROOT = len("ROOT ")
 _MODULE = "HloModule "
-_CALLED_KEYS = frozenset(CALLED_COMPUTATION_KEYS)
 #: Names one per line, each one the reader reads as a name (the printer's are sanitized).
 _NAMES = re.compile(rf"(?:{IDENT.pattern}\n)*+{IDENT.pattern}")
 #: The reader's verdict on an attribute tail does not change when a digit becomes another
@@ -109,15 +110,15 @@ class _Builder:
             stop = openings[j + 1][0] if j + 1 < len(openings) else len(sequence)
             computation = self._computation(module, j, ends[first - 1] if first else 0)
             append = computation.append_instruction
-            for k, i, start, tail_start, end in zip(range(first, stop), sequence[first:stop], starts[first:stop],
-                                                    tail_starts[first:stop], ends[first:stop]):
+            for i, start, tail_start, end in zip(sequence[first:stop], starts[first:stop], tail_starts[first:stop],
+                                                 ends[first:stop]):
                 uses = [objects[o] for o in operands[i]]
                 if None in uses:
                     raise _NotSure  # an operand printed after its user
                 inst = objects[i] = make(names[i], opcodes[i], shapes[i], uses, payloads[i],  # type: ignore[arg-type]
                                          (_LEAD, start, tail_start, end, True))
-                if refs[i]:  # resolved before the line is added, as the reader does
-                    self._resolve(module, computation, inst, k, refs[i])
+                if refs[i]:  # bound before the line is added, as the reader does
+                    bind_references(module, computation.get_instruction, inst, refs[i], _not_sure)
                 append(inst)
             computation.root = objects[sequence[root_line]]
             computation.parameters = [objects[p] for p in parameters]  # type: ignore[misc]
@@ -219,29 +220,9 @@ class _Builder:
             self.shapes[text] = known
         return known
 
-    def _resolve(self, module: HloModule, computation: HloComputation, inst: HloInstruction, k: int,
-                 refs: tuple[Reference, ...]) -> None:
-        """Bind the computations and control predecessors line `k` names, as the reader does
-        (in attribute order, an edge named twice once, computations and lines read before)."""
-        for key, raw, _ in refs:
-            names = [name for name, _ in name_list(raw)]
-            if key in _CALLED_KEYS:
-                callees = list(map(module.get_computation, names))
-                if None in callees:
-                    raise _NotSure
-                if key == "calls" and inst.opcode == "fusion":
-                    for callee in callees:
-                        callee.fusion_instruction = inst  # type: ignore[union-attr]
-                inst.called_computations = [*inst.called_computations, *callees]  # type: ignore[list-item]
-            elif key == "control-predecessors":
-                preds = dict.fromkeys(inst.control_predecessors)
-                for pred in map(computation.get_instruction, names):
-                    if pred is None:
-                        raise _NotSure
-                    if pred not in preds:
-                        preds[pred] = None
-                        pred.control_successors = [*pred.control_successors, inst]
-                inst.control_predecessors = list(preds)
+
+def _not_sure(offset: int, message: str) -> NoReturn:
+    raise _NotSure
 
 
 def _literal_reads(literal: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import re
 import sys
+from typing import Callable, Iterable, NoReturn
 
 from ..ir.attributes import read_parameter_number
 from ..ir.computation import HloComputation
@@ -532,34 +533,49 @@ class _Parser:
         self, state: ComputationState, inst: HloInstruction, attrs: list[tuple[str, str, int]]
     ) -> None:
         """Bind called computations and control predecessors named in the attributes."""
-        module = self.module
-        assert module is not None
-        for key, raw, off in attrs:
-            if key in CALLED_COMPUTATION_KEYS:
-                callees = []
-                for cname, coff in name_list(raw, off):
-                    callee = module.get_computation(cname)
-                    if callee is None:
-                        raise self.error(coff, f"unknown computation {cname!r}")
-                    callees.append(callee)
-                    if inst.opcode == "fusion" and key == "calls":
-                        callee.fusion_instruction = inst
-                inst.called_computations = [*inst.called_computations, *callees]
-            elif key == "control-predecessors":
-                # As AddControlDependencyTo: an edge named twice is one edge.
-                preds: dict[HloInstruction, None] = dict.fromkeys(inst.control_predecessors)
-                for pname, poff in name_list(raw, off):
-                    pred = state.lookup(pname)
-                    if pred is None:
-                        raise self.error(poff, f"unknown control predecessor {pname!r}")
-                    if pred in preds:
-                        continue
-                    preds[pred] = None
-                    if isinstance(pred.control_successors, list):
-                        pred.control_successors.append(inst)
-                    else:  # the shared empty tuple of a freshly read instruction
-                        pred.control_successors = [inst]
-                inst.control_predecessors = list(preds)
+        assert self.module is not None
+        bind_references(self.module, state.lookup, inst, attrs, self._unknown_reference)
+
+    def _unknown_reference(self, offset: int, message: str) -> NoReturn:
+        raise self.error(offset, message)
+
+
+def bind_references(module: HloModule, lookup: Callable[[str], HloInstruction | None], inst: HloInstruction,
+                    attrs: Iterable[tuple[str, str, int]], unknown: Callable[[int, str], NoReturn]) -> None:
+    """Bind what `inst`'s attributes `(key, raw value, offset)` name, in their order: the
+    computations it calls (a fusion's become fusion computations) and its control
+    predecessors (found by `lookup` among the lines read before), an edge named twice once,
+    as AddControlDependencyTo. `unknown(offset, message)` raises for a name bound to
+    nothing. The text reader and the proto reader's direct build share it, so the two
+    build the same edges."""
+    for key, raw, off in attrs:
+        if key in _CALLED_KEYS:
+            callees = []
+            for cname, coff in name_list(raw, off):
+                callee = module.get_computation(cname)
+                if callee is None:
+                    unknown(coff, f"unknown computation {cname!r}")
+                callees.append(callee)
+                if inst.opcode == "fusion" and key == "calls":
+                    callee.fusion_instruction = inst
+            inst.called_computations = [*inst.called_computations, *callees]
+        elif key == "control-predecessors":
+            preds: dict[HloInstruction, None] = dict.fromkeys(inst.control_predecessors)
+            for pname, poff in name_list(raw, off):
+                pred = lookup(pname)
+                if pred is None:
+                    unknown(poff, f"unknown control predecessor {pname!r}")
+                if pred in preds:
+                    continue
+                preds[pred] = None
+                if isinstance(pred.control_successors, list):
+                    pred.control_successors.append(inst)
+                else:  # the shared empty tuple of a freshly read instruction
+                    pred.control_successors = [inst]
+            inst.control_predecessors = list(preds)
+
+
+_CALLED_KEYS = frozenset(CALLED_COMPUTATION_KEYS)
 
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
