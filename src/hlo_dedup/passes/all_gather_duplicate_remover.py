@@ -321,7 +321,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         shard_count = _shard_count(removed)
         per_device = out_bytes * (shard_count - 1) // shard_count if shard_count > 0 else 0
         return FoldRecord(self.name, comp.name, kept.name, removed.name, key, out_bytes, per_device,
-                          None, hazardous, memory, removed_text, rewired)
+                          hazardous=hazardous, memory=memory, removed_text=removed_text, rewired=rewired)
 
 
 def _shape_facts(shape: Any) -> tuple[tuple[object, ...], str, str]:
@@ -342,27 +342,14 @@ def _gathers_by_computation(module: HloModule) -> dict[HloComputation, list[HloI
     """The computations that hold all-gathers or all-gather-starts, in order, each with
     them in order (a fold changes no other computation's). Most computations of a real
     module hold none (fusion bodies, reducers): while the module is as read, one whose
-    source lines never say all-gather has none and is not scanned at all. The source is
-    searched once, front to back, alongside the computations (text order while it is as
-    read), from each mention to the next body."""
+    source lines never say all-gather has none and is not scanned at all."""
     source = module.source.text if module.is_pristine() else None  # type: ignore[union-attr]
     out: dict[HloComputation, list[HloInstruction]] = {}
-    # `hit`: the first mention at or after `searched` (-1: none).
-    searched, hit = 0, (source.find(_MENTION) if source is not None else -1)
     for comp in module.computations:
         span = comp.span
-        if source is not None and span is not None and span.body_end >= 0:
-            if span.start < searched:  # out of text order: this body on its own
-                if source.find(_MENTION, span.start, span.body_end) < 0:
-                    continue
-            else:
-                if 0 <= hit < span.start:
-                    hit = source.find(_MENTION, span.start)
-                    searched = span.start
-                if hit < 0 or hit > span.body_end - len(_MENTION):  # none inside the body
-                    continue
-                hit = source.find(_MENTION, span.body_end)
-                searched = span.body_end
+        if (source is not None and span is not None and span.body_end >= 0
+                and source.find(_MENTION, span.start, span.body_end) < 0):
+            continue
         gathers = [inst for inst in comp if inst.opcode in _GATHERS]
         if gathers:
             out[comp] = gathers
