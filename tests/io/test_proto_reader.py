@@ -273,7 +273,7 @@ def test_an_operand_id_of_minus_one_is_refused_as_xla_refuses_it(oracle) -> None
 # The command
 
 
-def test_a_pb_run_imports_no_jax(tmp_path: Path, fsdp_proto: bytes) -> None:
+def test_a_pb_run_imports_no_jax_and_no_dataclasses(tmp_path: Path, fsdp_proto: bytes) -> None:
     src = tmp_path / "m.hlo.pb"
     src.write_bytes(fsdp_proto)
     out = tmp_path / "out.hlo"
@@ -288,6 +288,8 @@ def test_a_pb_run_imports_no_jax(tmp_path: Path, fsdp_proto: bytes) -> None:
     # Start-up: the schema table is read through the package's loader, not importlib.resources
     # (which would import zipfile, tempfile and more on every .pb run).
     assert {"importlib.resources", "zipfile", "tempfile"}.isdisjoint(imported)
+    # Nor dataclasses (with inspect, ast, dis, tokenize): the reader's records are plain ones.
+    assert {"dataclasses", "inspect"}.isdisjoint(imported)
     assert out.read_text() == proto.module_bytes_to_hlo_text(fsdp_proto)
 
 

@@ -10,8 +10,9 @@ from its C extension, which starts several times faster than importing
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from ..plain import Record
 
 # FieldDescriptorProto.Type / .Label values.
 TYPE_NUMBERS = {
@@ -23,27 +24,42 @@ TYPE_MESSAGE, TYPE_ENUM, TYPE_BYTES = 11, 14, 12
 LABEL_OPTIONAL, LABEL_REPEATED = 1, 3
 
 
-@dataclass
-class FieldSpec:
-    name: str
-    number: int
-    type: int
-    type_name: str = ""  # ".package.Outer.Inner" for messages and enums
-    repeated: bool = False
-    oneof: str = ""  # a real oneof's name
-    optional: bool = False  # proto3 ``optional`` (a synthetic oneof)
+class FieldSpec(Record):
+    """One field: `type_name` is ".package.Outer.Inner" for messages and enums, `oneof`
+    a real oneof's name, `optional` proto3 ``optional`` (a synthetic oneof)."""
+
+    __slots__ = ("name", "number", "type", "type_name", "repeated", "oneof", "optional")
+
+    def __init__(self, name: str, number: int, type: int, type_name: str = "", repeated: bool = False,  # noqa: A002
+                 oneof: str = "", optional: bool = False) -> None:
+        self.name = name
+        self.number = number
+        self.type = type
+        self.type_name = type_name
+        self.repeated = repeated
+        self.oneof = oneof
+        self.optional = optional
 
 
-@dataclass
 class MessageSpec:
-    name: str  # "Outer.Inner" for nested messages
-    fields: list[FieldSpec] = field(default_factory=list)
+    """A message (`name` is "Outer.Inner" when nested) and its fields. (Not a `Record`:
+    its `fields` are a field, not `Record.fields()`.)"""
+
+    __slots__ = ("name", "fields")
+
+    def __init__(self, name: str, fields: list[FieldSpec] | None = None) -> None:
+        self.name = name
+        self.fields = [] if fields is None else fields
 
 
-@dataclass
 class EnumSpec:
-    name: str
-    values: list[tuple[str, int]] = field(default_factory=list)
+    """An enum and its (name, number) values."""
+
+    __slots__ = ("name", "values")
+
+    def __init__(self, name: str, values: list[tuple[str, int]] | None = None) -> None:
+        self.name = name
+        self.values = [] if values is None else values
 
 
 # ------------------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ mismatch is the message decoded again with the full schema, to name the field.
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 from typing import Any, Callable
 
 from .descriptors import TYPE_BYTES, TYPE_MESSAGE, TYPE_NUMBERS, FieldSpec, MessageClasses, MessageSpec, encode_file, varint
@@ -107,21 +106,19 @@ def _view_field(f: FieldSpec) -> FieldSpec:
     so presence is kept), id lists their packed bytes, a computation's instructions
     their encodings; the module's computations are computation views."""
     if f.name in _VIEW_LINKS:
-        return replace(f, type_name=_VIEW_LINKS[f.name])
+        return f.replaced(type_name=_VIEW_LINKS[f.name])
     if f.name in _PACKED_IDS:
-        return replace(f, type=TYPE_BYTES, repeated=False)
+        return f.replaced(type=TYPE_BYTES, repeated=False)
     if f.type != TYPE_MESSAGE:
         return f
-    return replace(f, type=TYPE_BYTES, type_name="", optional=not f.repeated and not f.oneof)
+    return f.replaced(type=TYPE_BYTES, type_name="", optional=not f.repeated and not f.oneof)
 
 
 def _column_field(f: FieldSpec) -> FieldSpec:
     """An instruction column: every field repeated, messages as bytes."""
     as_bytes = f.type == TYPE_MESSAGE
-    return replace(
-        f, type=TYPE_BYTES if as_bytes else f.type, type_name="" if as_bytes else f.type_name,
-        repeated=True, oneof="", optional=False,
-    )  # fmt: skip
+    return f.replaced(type=TYPE_BYTES if as_bytes else f.type, type_name="" if as_bytes else f.type_name,
+                      repeated=True, oneof="", optional=False)
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,7 +10,6 @@ Subgroup shardings that XLA would merge or reorder are refused rather than guess
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..ir.shape import Shape
@@ -119,18 +118,28 @@ def _group_minor_iota_dims_sorted(
 # HloSharding
 
 
-@dataclass
 class _Sharding:
-    kind: str  # "replicated" "manual" "unknown" "unreduced" "maximal" "tiled" "tuple"
-    metadata: list[Any]
-    group: str = ""
-    device: int = 0
-    dims: list[int] | None = None
-    iota: tuple[list[int], list[int]] | None = None  # canonical (reshape_dims, perm)
-    devices: list[int] | None = None
-    replicate_last: bool = False
-    subgroups: list[int] | None = None
-    elements: list[_Sharding] | None = None
+    """An HloSharding as the printer needs it: `kind` is one of "replicated", "manual",
+    "unknown", "unreduced", "maximal", "tiled", "tuple"; `iota` the canonical
+    (reshape_dims, perm) of an iota tile assignment."""
+
+    __slots__ = ("kind", "metadata", "group", "device", "dims", "iota", "devices", "replicate_last", "subgroups",
+                 "elements")
+
+    def __init__(self, kind: str, metadata: list[Any], group: str = "", device: int = 0, dims: list[int] | None = None,
+                 iota: tuple[list[int], list[int]] | None = None, devices: list[int] | None = None,
+                 replicate_last: bool = False, subgroups: list[int] | None = None,
+                 elements: list[_Sharding] | None = None) -> None:
+        self.kind = kind
+        self.metadata = metadata
+        self.group = group
+        self.device = device
+        self.dims = dims
+        self.iota = iota
+        self.devices = devices
+        self.replicate_last = replicate_last
+        self.subgroups = subgroups
+        self.elements = elements
 
 
 def _shard_group(proto: Any) -> str:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from typing import Any
 
+from ..plain import Record
 from .proto_columns import ModuleData
 from .proto_fields import Decoder
 from .proto_instruction import Computation, Instructions, sanitized_name
@@ -57,8 +57,7 @@ def print_module(data: bytes) -> PrintedModule:
             gc.enable()
 
 
-@dataclass
-class PrintedModule:
+class PrintedModule(Record):
     """A module's text as printed from its proto, and the layout of that text, for
     building the IR on it without reading it again (:mod:`hlo_dedup.io.proto_ir`). It
     holds no part of the proto or of the printer's tables beyond what that needs, so
@@ -77,22 +76,30 @@ class PrintedModule:
     ends the text.
     """
 
-    text: str
-    name: str
-    header_attributes: list[tuple[str, str]]
-    head: str
-    closing: str
-    computations: list[tuple[str, str, list[int]]]
-    entry: int
-    sequence: list[int]
-    openings: list[tuple[int, int, str, str]]
-    lengths: list[int]
-    names: list[str]
-    operands: list[list[int]]
-    shapes: list[str]
-    opcodes: list[str]
-    payloads: dict[int, str]
-    tails: list[str]
+    __slots__ = ("text", "name", "header_attributes", "head", "closing", "computations", "entry", "sequence",
+                 "openings", "lengths", "names", "operands", "shapes", "opcodes", "payloads", "tails")
+
+    def __init__(self, *, text: str, name: str, header_attributes: list[tuple[str, str]], head: str, closing: str,
+                 computations: list[tuple[str, str, list[int]]], entry: int, sequence: list[int],
+                 openings: list[tuple[int, int, str, str]], lengths: list[int], names: list[str],
+                 operands: list[list[int]], shapes: list[str], opcodes: list[str], payloads: dict[int, str],
+                 tails: list[str]) -> None:
+        self.text = text
+        self.name = name
+        self.header_attributes = header_attributes
+        self.head = head
+        self.closing = closing
+        self.computations = computations
+        self.entry = entry
+        self.sequence = sequence
+        self.openings = openings
+        self.lengths = lengths
+        self.names = names
+        self.operands = operands
+        self.shapes = shapes
+        self.opcodes = opcodes
+        self.payloads = payloads
+        self.tails = tails
 
 
 class _ModulePrinter:
