@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 
-from hlo_dedup.io import hlo_schema
+from hlo_dedup.io import hlo_schema, proto_fields
 from hlo_dedup.io.descriptors import TYPE_ENUM, TYPE_MESSAGE, TYPE_NUMBERS, EnumSpec, FieldSpec, MessageSpec, encode_file
 
 
@@ -71,3 +71,12 @@ def test_oneofs_and_optionals_interleaved_keep_their_indices() -> None:
     ]  # fmt: skip
     enums = [EnumSpec("Outer.Kind", [("ZERO", 0), ("BIG", 1 << 20)]), EnumSpec("Top", [("T", 0)])]
     assert_encoded_as_protobuf_builds_it("t.proto", "p", messages, enums)
+
+
+def test_the_shipped_supported_schema_is_the_one_the_table_encodes_to() -> None:
+    """A `.pb` run reads the supported schema as shipped bytes: they must be what the table
+    and `SUPPORTED` encode to now (else run tests/io/gen_supported_schema.py), and a file
+    protobuf takes."""
+    shipped = proto_fields.shipped_supported_file()
+    assert shipped == proto_fields.supported_file(), "stale: run python tests/io/gen_supported_schema.py"
+    descriptor_pool.DescriptorPool().Add(descriptor_pb2.FileDescriptorProto.FromString(shipped))
