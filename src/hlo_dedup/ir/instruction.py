@@ -21,7 +21,7 @@ from .opcodes import (
     is_known_opcode,
 )
 from .shape import Shape, shapes_compatible_ignoring_fp_precision, shapes_equal
-from .source import SourceSpan
+from .source import SPAN_END, SPAN_START, SPAN_TAIL_START, SourceSpan, SpanFields
 
 if TYPE_CHECKING:
     from .computation import HloComputation
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 
 _NONE: tuple = ()
-#: A read instruction's span as its reader found it: lead, start, tail start, end, percent.
-SpanFields = tuple[str, int, int, int, bool]
 
 
 class HloIrError(RuntimeError):
@@ -224,7 +222,7 @@ class HloInstruction:
         regenerated (or when it was not read from text)."""
         span = self._span
         if type(span) is tuple:  # as read, never asked for its span: the line is unchanged
-            start, end = span[1], span[3]
+            start, end = span[SPAN_START], span[SPAN_END]
         elif span.edited or span.end < 0:
             return None
         else:
@@ -244,7 +242,7 @@ class HloInstruction:
     def _attr_text(self) -> str | None:
         """The raw `, key=value...` text; None once the attribute list was edited."""
         span = self._span
-        tail, end = (span[2], span[3]) if type(span) is tuple else (span.tail_start, span.end)
+        tail, end = (span[SPAN_TAIL_START], span[SPAN_END]) if type(span) is tuple else (span.tail_start, span.end)
         if tail >= 0:
             source = self._source()
             if source is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ..syntax.lexer import ScanError, skip_trivia
 from .shape import Shape
+from .source import SPAN_END, SPAN_LEAD, SPAN_START
 
 if TYPE_CHECKING:
     from .computation import HloComputation
@@ -205,7 +206,7 @@ def computation_text_pieces(comp: HloComputation) -> Iterator[str]:
         span = inst._span
         if type(span) is tuple and source is not None:
             # The span's fields as the reader left them: the line is unedited and its own.
-            lead_start, end = span[1] - len(span[0]), span[3]
+            lead_start, end = span[SPAN_START] - len(span[SPAN_LEAD]), span[SPAN_END]
         else:
             span = inst.span
             # Most instructions are neither nested nor compact GTEs: only those ask _hidden.

@@ -58,6 +58,12 @@ class ComputationSpan:
         self.has_signature = has_signature
 
 
+#: A read instruction's span as its reader records it: lead, start, tail start, end, percent
+#: (`SourceSpan.from_fields`' parameters), read by these indices where no SourceSpan is built.
+SpanFields = tuple[str, int, int, int, bool]
+SPAN_LEAD, SPAN_START, SPAN_TAIL_START, SPAN_END = range(4)
+
+
 class SourceSpan:
     """How an instruction is written.
 
