@@ -174,6 +174,24 @@ def test_remove_instruction_and_unused_operands_is_transitive() -> None:
     assert parse_module(m.to_text()).entry.instruction_count == 3
 
 
+def test_a_removed_instruction_keeps_its_text_until_edited() -> None:
+    """As in XLA, removing an instruction does not change what it prints: an unedited line
+    stays as written (odd spacing and all) once it has left its module; an edit after the
+    removal regenerates it; a line edited before the removal stays regenerated."""
+    m = module_of("  p = f32[] parameter(0)\n  a = f32[]   negate( p ),  metadata={op_name=\"x\"}\n"
+                  "  b = f32[] exponential(p)\n  ROOT r = f32[] sine(p)")
+    a, b = inst(m, "a"), inst(m, "b")
+    written = a.to_text()
+    assert written == 'a = f32[]   negate( p ),  metadata={op_name="x"}'
+    b.set_attr("metadata", '{op_name="y"}')
+    m.entry.remove_instruction(a)
+    m.entry.remove_instruction(b)
+    assert a.parent is None and a.to_text() == written
+    assert b.to_text() == 'b = f32[] exponential(p), metadata={op_name="y"}'
+    a.set_attr("metadata", None)
+    assert a.to_text() == "a = f32[] negate(p)"
+
+
 def test_remove_instruction_and_unused_operands_keeps_side_effecting_operands() -> None:
     m = module_of(
         '  p = f32[] parameter(0)\n  se = f32[] custom-call(p), custom_call_target="io", custom_call_has_side_effect=true\n'

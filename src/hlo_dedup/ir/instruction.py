@@ -224,7 +224,7 @@ class HloInstruction:
         if type(span) is tuple:  # as read, never asked for its span: the line is unchanged
             start, end = span[SPAN_START], span[SPAN_END]
         elif span.edited or span.end < 0:
-            return None
+            return span.detached_line if self.parent is None else None
         else:
             start, end = span.start, span.end
         source = self._source()
@@ -255,9 +255,11 @@ class HloInstruction:
 
     def _detach_from_source(self) -> None:
         """Copy what still refers to the source before the instruction leaves its module."""
+        line = self.source_line
         if self.span.tail_start >= 0:
             self._set_attr_text(self._attr_text)
         self.span.edited = True
+        self.span.detached_line = line
 
     # ------------------------------------------------------------ attributes
     @property
@@ -430,6 +432,7 @@ class HloInstruction:
             inst = stack.pop()
             span = inst.span
             span.edited = True
+            span.detached_line = None
             if inst.parent is not None:
                 inst.parent.mark_changed()
             if span.compact_gte_base is not None:

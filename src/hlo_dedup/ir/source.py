@@ -73,13 +73,15 @@ class SourceSpan:
     `operand_shapes` are the spelling a regenerated line follows (`%name`, the old
     `f32[2] %x` operand form). `compact_gte_base` is set on get-tuple-elements written inline
     as `%t#0` (their operand and index), `host` on an instruction written nested inside
-    another's operand list; both are printed inside their users' lines.
+    another's operand list; both are printed inside their users' lines. `detached_line` is
+    the line as read of an instruction that left its module unedited (its text does not
+    change by its removal, as in XLA), until it is edited.
 
     An instruction made by a pass has a span with `start` -1: only the spelling is known.
     """
 
     __slots__ = ("lead", "start", "tail_start", "end", "edited", "percent", "operand_shapes",
-                 "compact_gte_base", "host")
+                 "compact_gte_base", "host", "detached_line")
 
     def __init__(self, lead: str = "", start: int = -1, tail_start: int = -1, end: int = -1, *,
                  percent: bool = True, operand_shapes: bool = False) -> None:
@@ -92,6 +94,7 @@ class SourceSpan:
         self.operand_shapes = operand_shapes
         self.compact_gte_base: tuple[HloInstruction, int] | None = None
         self.host: HloInstruction | None = None
+        self.detached_line: str | None = None
 
     @classmethod
     def from_fields(cls, lead: str, start: int, tail_start: int, end: int, percent: bool) -> SourceSpan:
@@ -107,6 +110,7 @@ class SourceSpan:
         span.operand_shapes = False
         span.compact_gte_base = None
         span.host = None
+        span.detached_line = None
         return span
 
     @property
