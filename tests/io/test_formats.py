@@ -94,6 +94,33 @@ def test_unwrap_each_container(xc) -> None:
         assert proto.unwrap_binary(data) == (name, module)
 
 
+def _tiny_module(name: bytes) -> bytes:
+    """An HloModuleProto as far as the container probe looks: a name and one named computation."""
+    from hlo_dedup.io.descriptors import length_delimited
+
+    return length_delimited(1, name) + length_delimited(3, length_delimited(1, b"c"))
+
+
+@pytest.mark.parametrize("layout", ["plain", "other fields around", "module twice", "a group beside it"])
+def test_an_hloproto_module_is_located_in_place_as_protobuf_reads_it(layout: str) -> None:
+    """An HloProto's module is a view of the input (not a copy held beside it while it is
+    printed), and it is the record protobuf reads: the last of field 1, other fields skipped."""
+    from hlo_dedup.io.descriptors import length_delimited, varint, varint_field
+
+    first, module = _tiny_module(b"first"), _tiny_module(b"kept")
+    data = {
+        "plain": length_delimited(1, module),
+        "other fields around": varint_field(2, 7) + length_delimited(3, b"x" * 300) + length_delimited(1, module)
+        + varint(4 << 3 | 1) + b"8 bytes!" + varint(5 << 3 | 5) + b"four",
+        "module twice": length_delimited(1, first) + length_delimited(1, module),
+        "a group beside it": length_delimited(1, module) + varint(6 << 3 | 3) + varint_field(1, 1) + varint(6 << 3 | 4),
+    }[layout]
+    container, located = proto.locate_module(data)
+    assert (container, bytes(located)) == ("HloProto", module)
+    assert isinstance(located, memoryview) == (layout != "a group beside it")  # a group: copied out by protobuf
+    assert proto.unwrap_binary(data) == ("HloProto", module) and type(proto.unwrap_binary(data)[1]) is bytes
+
+
 @pytest.mark.parametrize("data", [b"", b"\x00\x00\x00", b"\xff\xfe\xfd\xfc", b"hello world", b"\n\x03abc"])
 def test_unwrap_rejects_non_modules(data: bytes) -> None:
     with pytest.raises(proto.ProtoError):

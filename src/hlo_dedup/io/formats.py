@@ -323,7 +323,7 @@ def _proto_module(data: bytes, filename: str, fmt: str) -> tuple[str, PrintedMod
 
     try:
         if fmt == "pb":
-            container, module_bytes = proto.unwrap_binary(data)
+            container, module_bytes = proto.locate_module(data)
         else:
             try:
                 text = data.decode("utf-8")

@@ -96,7 +96,7 @@ def _decode(cls: Any, data: bytes) -> Any | None:
         return None
 
 
-def looks_like_module(data: bytes) -> bool:
+def looks_like_module(data: bytes | memoryview) -> bool:
     """True if `data` parses as an HloModuleProto with at least one named computation."""
     if not data:
         return False
@@ -104,19 +104,63 @@ def looks_like_module(data: bytes) -> bool:
     return probe is not None and len(probe.computations) > 0 and all(c.name for c in probe.computations)
 
 
-def _module_bytes_in(container: str, data: bytes) -> bytes | None:
+def _module_bytes_in(container: str, data: bytes) -> bytes | memoryview | None:
     classes = _wire_classes()
     if container == "HloModuleProto":
         return data
     if container == "HloProto":
         msg = _decode(classes["HloProto"], data)
-        return None if msg is None else msg.hlo_module
+        if msg is None:
+            return None
+        # The last record of field 1, as protobuf reads a bytes field, seen in place: no
+        # copy of the module beside the input while it is printed.
+        found = _last_length_delimited(data, 1)
+        return msg.hlo_module if found is None else memoryview(data)[found[0] : found[1]]
     msg = _decode(classes["HloSnapshot"], data)
     return None if msg is None or not msg.HasField("hlo") else msg.hlo.hlo_module
 
 
-def unwrap_binary(data: bytes) -> tuple[str, bytes]:
-    """(container name, serialized HloModuleProto) of a binary HloSnapshot/HloProto/HloModuleProto."""
+def _last_length_delimited(data: bytes, number: int) -> tuple[int, int] | None:
+    """Where the payload of the last length-delimited record of field `number` lies in
+    `data`, a message protobuf has decoded (its records are well formed). None when there
+    is no such record, or for a record this scan does not skip (a group)."""
+    pos, end, found = 0, len(data), None
+    try:
+        while pos < end:
+            key, pos = _varint(data, pos)
+            wire = key & 7
+            if wire == 0:
+                pos = _varint(data, pos)[1]
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            elif wire == 2:
+                length, pos = _varint(data, pos)
+                if key >> 3 == number:
+                    found = (pos, pos + length)
+                pos += length
+            else:
+                return None
+    except IndexError:
+        return None
+    return found if pos == end else None
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def locate_module(data: bytes) -> tuple[str, bytes | memoryview]:
+    """(container name, serialized HloModuleProto) of a binary HloSnapshot/HloProto/HloModuleProto;
+    an HloProto's module is a view of `data`, not a copy (a dump's `.hlo.pb` is one)."""
     if not data:
         raise ProtoError("empty input is not an HLO proto")
     for container in CONTAINERS:
@@ -124,6 +168,12 @@ def unwrap_binary(data: bytes) -> tuple[str, bytes]:
         if module is not None and looks_like_module(module):
             return container, module
     raise ProtoError("not a binary HloSnapshot, HloProto or HloModuleProto (no module with computations found)")
+
+
+def unwrap_binary(data: bytes) -> tuple[str, bytes]:
+    """`locate_module`, the module as bytes of its own."""
+    container, module = locate_module(data)
+    return container, bytes(module) if isinstance(module, memoryview) else module
 
 
 # ------------------------------------------------------------------------------------------
@@ -240,7 +290,7 @@ def module_bytes_to_hlo_text(module: bytes) -> str:
     return print_module_bytes(module).text
 
 
-def print_module_bytes(module: bytes) -> PrintedModule:
+def print_module_bytes(module: bytes | memoryview) -> PrintedModule:
     """`module_bytes_to_hlo_text`'s text, with where the printer put each part of it (from
     which the IR is built without reading the text)."""
     try:

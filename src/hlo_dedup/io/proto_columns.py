@@ -125,14 +125,14 @@ class ModuleData:
     instruction's ids and how many each has) and ``counts`` (how many values each other
     instruction field has in the whole module)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | memoryview) -> None:
         try:
             self._read(data)
         except _NotCanonical:
             full = message_classes(False)["HloModuleProto"].FromString(data)
             self._read(full.SerializeToString(), canonical=True)
 
-    def _read(self, data: bytes, canonical: bool = False) -> None:
+    def _read(self, data: bytes | memoryview, canonical: bool = False) -> None:
         classes = message_classes(True)
         module = classes["HloModuleProtoView"].FromString(data)
         module.DiscardUnknownFields()

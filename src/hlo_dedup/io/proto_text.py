@@ -40,7 +40,7 @@ def module_to_text(data: bytes) -> str:
     return print_module(data).text
 
 
-def print_module(data: bytes) -> PrintedModule:
+def print_module(data: bytes | memoryview) -> PrintedModule:
     """A serialized ``HloModuleProto`` printed as XLA prints it, with where each part went.
 
     Raises :class:`InvalidProto` for a proto XLA would not load and
