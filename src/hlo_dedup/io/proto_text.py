@@ -214,7 +214,8 @@ class _ModulePrinter:
         for first, root, before, head in openings:
             pieces[2 * first] = before + head
             pieces[2 * root] += "ROOT "
-        text = "".join(pieces) + between
+        pieces.append(between)
+        text = "".join(pieces)  # (a `+ between` after the join would copy the whole text again)
         del pieces
         return PrintedModule(
             text=text, name=name, header_attributes=attributes, head=header + frames_text[:-1], closing=between,
