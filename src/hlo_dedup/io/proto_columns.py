@@ -226,8 +226,8 @@ class ModuleData:
     def views(self, indices: list[int]) -> Iterator[Any]:
         """Instructions ``indices``' views, decoded a chunk of them per call (as many at
         once would hold their messages all together)."""
-        for start in range(0, len(indices), _CHUNK):
-            yield from self._views(indices[start : start + _CHUNK])
+        for start in range(0, len(indices), _VIEW_CHUNK):
+            yield from self._views(indices[start : start + _VIEW_CHUNK])
 
     def _views(self, indices: list[int]) -> Any:
         """Instructions ``indices`` decoded in one call: a sequence of views."""
@@ -240,8 +240,11 @@ class ModuleData:
             return [self.view(i) for i in indices]
         return views.items
 
-#: Instructions decoded as columns, or as views, at a time (see `ModuleData._read_chunk`).
+#: Instructions decoded as columns at a time (see `ModuleData._read_chunk`).
 _CHUNK = 1 << 16
+#: Instructions decoded as views at a time: the printer holds each chunk's views while it
+#: prints their lines, so they are fewer (a view holds its whole instruction).
+_VIEW_CHUNK = 1 << 13
 
 
 class _NotCanonical(Exception):
