@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hlo_dedup.io import formats, proto
 from hlo_dedup.io.formats import (
@@ -119,6 +121,33 @@ def test_an_hloproto_module_is_located_in_place_as_protobuf_reads_it(layout: str
     assert (container, bytes(located)) == ("HloProto", module)
     assert isinstance(located, memoryview) == (layout != "a group beside it")  # a group: copied out by protobuf
     assert proto.unwrap_binary(data) == ("HloProto", module) and type(proto.unwrap_binary(data)[1]) is bytes
+
+
+_RECORDS = st.lists(st.tuples(st.sampled_from([1, 1, 1, 2, 17, 2**20]), st.sampled_from([2, 2, 2, 0, 1, 5]),
+                               st.binary(max_size=12), st.integers(0, 2**64 - 1)), max_size=8)
+_TAILS = st.sampled_from([b"", b"", b"", b"\xff", b"\x0a\x05ab", b"\x08"])  # nothing, broken records
+
+
+@given(_RECORDS, _TAILS)
+def test_the_in_place_module_is_the_bytes_protobuf_reads(records, tail: bytes) -> None:  # type: ignore[no-untyped-def]
+    """Any top-level records (and trailing junk, which protobuf may refuse): where protobuf
+    decodes the HloProto, the module seen in place is its `hlo_module`, byte for byte."""
+    from hlo_dedup.io.descriptors import length_delimited, varint, varint_field
+
+    parts = []
+    for number, wire, payload, value in records:
+        if wire == 0:
+            parts.append(varint_field(number, value))
+        elif wire == 2:
+            parts.append(length_delimited(number, payload))
+        else:
+            parts.append(varint(number << 3 | wire) + (payload * 8)[: 8 if wire == 1 else 4].ljust(8 if wire == 1 else 4, b"."))
+    data = b"".join(parts) + tail
+    decoded = proto._decode(proto._wire_classes()["HloProto"], data)
+    found = proto._module_bytes_in("HloProto", data)
+    assert (found is None) == (decoded is None)
+    if decoded is not None:
+        assert bytes(found) == decoded.hlo_module  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00\x00\x00", b"\xff\xfe\xfd\xfc", b"hello world", b"\n\x03abc"])
