@@ -188,7 +188,7 @@ def _starts_like_hlo_proto(data: bytes, nested: bool) -> bool:
     blanks in it, which is neither a name nor a message."""
     if not data or data[0] not in _FIRST_TAGS:
         return False
-    length = _varint(data, 1)
+    length = read_varint(data, 1)
     if length is None:
         return False
     start, end = length[1], length[1] + length[0]
@@ -201,7 +201,9 @@ def _starts_like_hlo_proto(data: bytes, nested: bool) -> bool:
     return _wire_format(data[end:]) != "invalid"
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+def read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int] | None:
+    """The protobuf varint at `pos` and the position after it; None if the bytes end
+    inside it or it runs past ten bytes."""
     value = shift = 0
     for i in range(pos, min(pos + 10, len(data))):
         byte = data[i]
@@ -217,7 +219,7 @@ def _wire_format(data: bytes) -> str:
     past it, else "invalid" (the first few thousand fields decide)."""
     pos = fields = 0
     while pos < len(data) and fields < _FIELDS_TO_CHECK:
-        tag = _varint(data, pos)
+        tag = read_varint(data, pos)
         if tag is None:
             return "cut"
         number, wire_type = tag[0] >> 3, tag[0] & 7
@@ -225,7 +227,7 @@ def _wire_format(data: bytes) -> str:
         if not 1 <= number <= _MAX_FIELD or wire_type not in (0, 1, 2, 5):
             return "invalid"
         if wire_type in (0, 2):
-            value = _varint(data, pos)
+            value = read_varint(data, pos)
             if value is None:
                 return "cut"
             pos = value[1] + (value[0] if wire_type == 2 else 0)
@@ -500,6 +502,7 @@ __all__ = [
     "modules_from_text",
     "output_format_for",
     "read_modules",
+    "read_varint",
     "read_source",
     "render_chunks",
     "render_modules",

@@ -124,38 +124,31 @@ def _last_length_delimited(data: bytes, number: int) -> tuple[int, int] | None:
     """Where the payload of the last length-delimited record of field `number` lies in
     `data`, a message protobuf has decoded (its records are well formed). None when there
     is no such record, or for a record this scan does not skip (a group)."""
+    from .formats import read_varint
+
     pos, end, found = 0, len(data), None
-    try:
-        while pos < end:
-            key, pos = _varint(data, pos)
-            wire = key & 7
-            if wire == 0:
-                pos = _varint(data, pos)[1]
-            elif wire == 1:
-                pos += 8
-            elif wire == 5:
-                pos += 4
-            elif wire == 2:
-                length, pos = _varint(data, pos)
-                if key >> 3 == number:
-                    found = (pos, pos + length)
-                pos += length
-            else:
+    while pos < end:
+        tag = read_varint(data, pos)
+        if tag is None:
+            return None
+        key, pos = tag
+        wire = key & 7
+        if wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire in (0, 2):
+            value = read_varint(data, pos)
+            if value is None:
                 return None
-    except IndexError:
-        return None
+            pos = value[1]
+            if wire == 2:
+                if key >> 3 == number:
+                    found = (pos, pos + value[0])
+                pos += value[0]
+        else:
+            return None
     return found if pos == end else None
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
 
 
 def locate_module(data: bytes) -> tuple[str, bytes | memoryview]:

@@ -22,7 +22,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from .formats import GZIP_SUFFIX, looks_like_text
+from .formats import GZIP_SUFFIX, looks_like_text, read_varint
 
 HEAD_BYTES = 64 * 1024
 _TEXT_START = re.compile(rb"\A(?:\xef\xbb\xbf)?(?:\s+|//[^\n]*|/\*.*?\*/)*HloModule\s+(\"(?:[^\"\\]|\\.)*\"|[^\s,]+)",
@@ -124,16 +124,10 @@ class _Malformed(Exception):
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise _Malformed
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
+    found = read_varint(data, pos)
+    if found is None:
+        raise _Malformed
+    return found
 
 
 def _fields(data: bytes, start: int, end: int):  # noqa: ANN202 - yields (number, wire type, payload start, payload end)
