@@ -22,17 +22,22 @@ from typing import Any
 from .descriptors import TYPE_ENUM, TYPE_MESSAGE, TYPE_NUMBERS, EnumSpec, FieldSpec, MessageSpec, encode_file
 
 
-@functools.lru_cache(maxsize=None)
-def schema_text() -> str:
-    """The generated table (`hlo_schema.txt`, package data), read through this package's
-    loader (`importlib.resources` would cost a `.pb` run's start-up more than the table's
-    parse: it imports zipfile, tempfile and more)."""
+def package_data(name: str) -> bytes:
+    """A generated file shipped beside this module, read through this package's loader
+    (`importlib.resources` would cost a `.pb` run's start-up more than reading it: it
+    imports zipfile, tempfile and more)."""
     import pkgutil
 
-    data = pkgutil.get_data(__package__, "hlo_schema.txt")
+    data = pkgutil.get_data(__package__, name)
     if data is None:
-        raise FileNotFoundError("hlo_schema.txt is missing from the installed package")
-    return data.decode("utf-8")
+        raise FileNotFoundError(f"{name} is missing from the installed package")
+    return data
+
+
+@functools.lru_cache(maxsize=None)
+def schema_text() -> str:
+    """The generated table (`hlo_schema.txt`, package data)."""
+    return package_data("hlo_schema.txt").decode("utf-8")
 
 
 @functools.lru_cache(maxsize=None)

@@ -88,12 +88,9 @@ SUPPORTED_FILE = "hlo_schema_supported.binpb"
 
 
 def shipped_supported_file() -> bytes:
-    import pkgutil
+    from .hlo_schema import package_data
 
-    data = pkgutil.get_data(__package__, SUPPORTED_FILE)
-    if data is None:
-        raise FileNotFoundError(f"{SUPPORTED_FILE} is missing from the installed package")
-    return data
+    return package_data(SUPPORTED_FILE)
 
 
 def supported_file() -> bytes:
