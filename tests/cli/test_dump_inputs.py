@@ -69,7 +69,7 @@ def xla_loads(path: Path, xc) -> bool:  # noqa: ANN001
     except Exception:  # noqa: BLE001 - any rejection
         pass
     try:
-        _, module = proto.unwrap_binary(data)
+        module = bytes(proto.locate_module(data)[1])
     except proto.ProtoError:
         module = data
     try:

@@ -90,10 +90,11 @@ def test_output_format_for() -> None:
 # Binary containers
 
 
-def test_unwrap_each_container(xc) -> None:
+def test_the_module_is_located_in_each_container(xc) -> None:
     module = module_proto(xc, FSDP)
     for name, data in containers(module).items():
-        assert proto.unwrap_binary(data) == (name, module)
+        container, found = proto.locate_module(data)
+        assert (container, bytes(found)) == (name, module)
 
 
 def _tiny_module(name: bytes) -> bytes:
@@ -120,7 +121,6 @@ def test_an_hloproto_module_is_located_in_place_as_protobuf_reads_it(layout: str
     container, located = proto.locate_module(data)
     assert (container, bytes(located)) == ("HloProto", module)
     assert isinstance(located, memoryview) == (layout != "a group beside it")  # a group: copied out by protobuf
-    assert proto.unwrap_binary(data) == ("HloProto", module) and type(proto.unwrap_binary(data)[1]) is bytes
 
 
 _RECORDS = st.lists(st.tuples(st.sampled_from([1, 1, 1, 2, 17, 2**20]), st.sampled_from([2, 2, 2, 0, 1, 5]),
@@ -151,9 +151,9 @@ def test_the_in_place_module_is_the_bytes_protobuf_reads(records, tail: bytes) -
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00\x00\x00", b"\xff\xfe\xfd\xfc", b"hello world", b"\n\x03abc"])
-def test_unwrap_rejects_non_modules(data: bytes) -> None:
+def test_locating_a_module_rejects_non_modules(data: bytes) -> None:
     with pytest.raises(proto.ProtoError):
-        proto.unwrap_binary(data)
+        proto.locate_module(data)
 
 
 def test_looks_like_module_needs_named_computations(xc) -> None:
@@ -288,7 +288,7 @@ def test_write_module_formats(tmp_path: Path, xc) -> None:
     write_module(module, tmp_path / "m.pb")
     write_module(module, tmp_path / "m.pbtxt")
     write_module(module, tmp_path / "m.bin", format="pb")
-    assert proto.unwrap_binary((tmp_path / "m.pb").read_bytes())[0] == "HloModuleProto"
+    assert proto.locate_module((tmp_path / "m.pb").read_bytes())[0] == "HloModuleProto"
     # XLA numbers each module it creates (the `id` field), so compare what the bytes say.
     assert proto.module_bytes_to_hlo_text((tmp_path / "m.bin").read_bytes()) == \
         proto.module_bytes_to_hlo_text((tmp_path / "m.pb").read_bytes())

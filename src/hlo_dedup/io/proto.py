@@ -163,12 +163,6 @@ def locate_module(data: bytes) -> tuple[str, bytes | memoryview]:
     raise ProtoError("not a binary HloSnapshot, HloProto or HloModuleProto (no module with computations found)")
 
 
-def unwrap_binary(data: bytes) -> tuple[str, bytes]:
-    """`locate_module`, the module as bytes of its own."""
-    container, module = locate_module(data)
-    return container, bytes(module) if isinstance(module, memoryview) else module
-
-
 # ------------------------------------------------------------------------------------------
 # Text protos (pbtxt), through the generated schema table
 
