@@ -131,23 +131,27 @@ def _float(value: float) -> str:
     return float.__repr__(value)
 
 
-#: How `json` writes a value of exactly these types (subclasses go through `_write_other`).
-_SCALARS: dict[type, Any] = {
-    str: _ENCODE_STRING,
-    int: int.__repr__,
-    float: _float,
-    bool: lambda value: "true" if value else "false",
-    type(None): lambda value: "null",
-}
+#: Lists of exactly one of these types are joined in one C loop (replica groups, names).
+_JOINED: dict[type, Any] = {int: int.__repr__, str: _ENCODE_STRING}
+#: Encoded dict keys: a report repeats a few dozen field names thousands of times.
+_KEY_TEXT: dict[str, str] = {}
+
+
+def _key_text(key: Any) -> str:
+    if type(key) is not str:
+        return _key(key)
+    text = _KEY_TEXT.get(key)
+    if text is None:
+        if len(_KEY_TEXT) >= 4096:
+            _KEY_TEXT.clear()
+        text = _KEY_TEXT[key] = _ENCODE_STRING(key)
+    return text
 
 
 def _write(value: Any, out: list[str], newline: str) -> None:
-    """Append `value` at the indent `newline` ("\\n" and two spaces per level) ends with;
-    scalars inside a container are written in its loop, without a call of this."""
-    scalar = _SCALARS.get(type(value))
-    if scalar is not None:
-        out.append(scalar(value))
-        return
+    """Append `value` at the indent `newline` ("\\n" and two spaces per level) ends with.
+    Scalars inside a container are written in its loop, each line one formatted string:
+    a call or a concatenation per value is most of the cost of a large report."""
     kind = type(value)
     if kind is dict:
         if not value:
@@ -156,30 +160,63 @@ def _write(value: Any, out: list[str], newline: str) -> None:
         inner = newline + "  "
         separator = "{" + inner
         for key, item in value.items():
-            head = separator + (_ENCODE_STRING(key) if type(key) is str else _key(key)) + ": "
-            separator = "," + inner
-            scalar = _SCALARS.get(type(item))
-            if scalar is not None:
-                out.append(head + scalar(item))
+            key_text = _KEY_TEXT.get(key) if type(key) is str else None
+            if key_text is None:
+                key_text = _key_text(key)
+            t = type(item)
+            if t is str:
+                out.append(f"{separator}{key_text}: {_ENCODE_STRING(item)}")
+            elif item is None:
+                out.append(f"{separator}{key_text}: null")
+            elif t is int:
+                out.append(f"{separator}{key_text}: {int.__repr__(item)}")
+            elif t is bool:
+                out.append(f"{separator}{key_text}: {'true' if item else 'false'}")
+            elif t is float:
+                out.append(f"{separator}{key_text}: {_float(item)}")
             else:
-                out.append(head)
+                out.append(f"{separator}{key_text}: ")
                 _write(item, out, inner)
+            separator = "," + inner
         out.append(newline + "}")
     elif kind is list or kind is tuple:
         if not value:
             out.append("[]")
             return
         inner = newline + "  "
+        kinds = set(map(type, value))
+        joined = _JOINED.get(kinds.pop()) if len(kinds) == 1 else None
+        if joined is not None:
+            out.append(f"[{inner}{(',' + inner).join(map(joined, value))}{newline}]")
+            return
         separator = "[" + inner
         for item in value:
-            scalar = _SCALARS.get(type(item))
-            if scalar is not None:
-                out.append(separator + scalar(item))
+            t = type(item)
+            if t is str:
+                out.append(separator + _ENCODE_STRING(item))
+            elif item is None:
+                out.append(separator + "null")
+            elif t is int:
+                out.append(separator + int.__repr__(item))
+            elif t is bool:
+                out.append(separator + ("true" if item else "false"))
+            elif t is float:
+                out.append(separator + _float(item))
             else:
                 out.append(separator)
                 _write(item, out, inner)
             separator = "," + inner
         out.append(newline + "]")
+    elif kind is str:
+        out.append(_ENCODE_STRING(value))
+    elif value is None:
+        out.append("null")
+    elif kind is int:
+        out.append(int.__repr__(value))
+    elif kind is bool:
+        out.append("true" if value else "false")
+    elif kind is float:
+        out.append(_float(value))
     else:
         _write_other(value, out, newline)
 
