@@ -13,18 +13,15 @@ Everything that comes from a module (names, op_names, source lines, reasons) is 
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 from collections import Counter
-from html import escape
-from importlib.resources import files
 from typing import Iterable, Sequence
 
 from ..passes import FoldRecord, InstructionFate
 from ..plain import FrozenRecord, init_frozen
 from .html_sections import Computation, Ids, changes_section, computations, fold_cards, why_not_section
 from .html_walk import ARROW_DEFS
+from .markup import escape
 from .model import InputResult, ModuleRun, RunReport, module_totals, peak_changes
 from .units import human_bytes, plural
 
@@ -39,9 +36,7 @@ def render_html(report: RunReport, command_line: str = "") -> str:
     """The page for `report`; `command_line` is the command that produced it, as typed."""
     from .. import __version__
 
-    asset = files(__package__)
-    css = asset.joinpath("html.css").read_text(encoding="utf-8")
-    js = asset.joinpath("html.js").read_text(encoding="utf-8")
+    css, js = _asset("html.css"), _asset("html.js")
     title = f"hlo-dedup report: {_run_name(report)}"
     modules = [(r, m) for r in report.inputs for m in r.modules]
     anchors = {id(m): f"m{i}" for i, (_, m) in enumerate(modules)}
@@ -55,7 +50,7 @@ def render_html(report: RunReport, command_line: str = "") -> str:
     body.append(f'<footer>Written by hlo-dedup {escape(__version__)}. Memory figures are estimates: '
                 "live bytes with the instruction order as the schedule. Bytes saved per device: a removed "
                 "all-gather's output \u00d7 (group size \u2212 1) / group size.</footer>")
-    policy = (f"default-src 'none'; style-src '{_digest(css)}'; script-src '{_digest(js)}'; "
+    policy = (f"default-src 'none'; style-src '{STYLE_DIGEST}'; script-src '{SCRIPT_DIGEST}'; "
               "base-uri 'none'; form-action 'none'")
     return "".join([
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n',
@@ -78,8 +73,17 @@ def _run_name(report: RunReport) -> str:
     return f"{first}{more} ({plural(len(report.inputs), 'file')})"
 
 
-def _digest(text: str) -> str:
-    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+#: The Content-Security-Policy hashes of `html.css` and `html.js`, the page's only style and
+#: script (a test keeps them those files'): hashing them on every run would import hashlib
+#: and OpenSSL, a tenth of what the page costs.
+STYLE_DIGEST = "sha256-JATAhloIY91MOtkHl0OPLJAEzauhIdSlbHFFSGXd3ZU="
+SCRIPT_DIGEST = "sha256-tDSnT6c9k1eoOtVgcA3xmSYeZuHmYTvmcP3lx5JKI5c="
+
+
+def _asset(name: str) -> str:
+    """A file beside this module, read through its loader (`importlib.resources` imports
+    tempfile, zipfile and more: as much again as the rest of the page's start-up)."""
+    return __loader__.get_data(os.path.join(os.path.dirname(__file__), name)).decode("utf-8")  # type: ignore[name-defined]
 
 
 def _has_content(m: ModuleRun) -> bool:

@@ -5,12 +5,12 @@ fold. Every name and line from the module is escaped here, as in `html.py`."""
 from __future__ import annotations
 
 from collections import defaultdict
-from html import escape
 from typing import Sequence
 
 from ..passes import FoldRecord, Hazard, InstructionFate
 from ..plain import Record
 from .html_walk import fold_svg
+from .markup import escape
 from .model import ModuleRun
 from .units import human_bytes, plural
 

@@ -10,7 +10,7 @@ follows the colour scheme; every name is escaped.
 
 from __future__ import annotations
 
-from html import escape
+from .markup import escape
 
 Step = tuple[str, str]  # (opcode, name)
 
