@@ -4,6 +4,7 @@ fold. Every name and line from the module is escaped here, as in `html.py`."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Sequence
 
@@ -226,8 +227,11 @@ def changes_section(comp: Computation, ids: Ids, open_: bool) -> str:
             f'{escape(" · ".join(facts))}</span></summary><div class="diff">{"".join(hunks)}</div></details>')
 
 
+_SIGNS = {"del": "-", "add": "+", "ctx": " "}
+
+
 def _line(kind: str, text: str, marked: tuple[int, int] | None = None) -> str:
-    sign = {"del": "-", "add": "+", "ctx": " "}[kind]
+    sign = _SIGNS[kind]
     if marked is None:
         body = escape(text)
     else:
@@ -239,11 +243,12 @@ def _line(kind: str, text: str, marked: tuple[int, int] | None = None) -> str:
 def _pair(before: str, after: str) -> list[str]:
     """A rewired user's line before and after, with the names that differ marked."""
     start = _common_prefix(before, after)
-    end = min(_common_prefix(before[::-1], after[::-1]), min(len(before), len(after)) - start)
-    while start and _is_name_char(before[start - 1]):  # whole names, not their last digits
-        start -= 1
-    while end and _is_name_char(before[-end]):
-        end -= 1
+    backward = before[::-1]
+    end = min(_common_prefix(backward, after[::-1]), min(len(before), len(after)) - start)
+    # Whole names, not their last digits: the common prefix stops before the name it ends
+    # in, the common suffix after the name it starts in.
+    start -= _NAME_RUN.match(backward, len(before) - start).end() - (len(before) - start)
+    end -= _NAME_RUN.match(before, len(before) - end).end() - (len(before) - end)
     return [_line("del", before, (start, len(before) - end)), _line("add", after, (start, len(after) - end))]
 
 
@@ -260,8 +265,8 @@ def _common_prefix(a: str, b: str) -> int:
     return low
 
 
-def _is_name_char(c: str) -> bool:
-    return c.isalnum() or c in "_.-"
+#: Characters of a name: `\w` is what `str.isalnum` accepts, and the underscore.
+_NAME_RUN = re.compile(r"[\w.\-]*")
 
 
 # ------------------------------------------------------------------------------------------

@@ -28,16 +28,6 @@ ARROW_DEFS = ('<svg class="defs" width="0" height="0" aria-hidden="true"><defs>'
               'orient="auto-start-reverse"><path d="M0,0 L8,4 L0,8 z"/></marker></defs></svg>')
 
 
-class _Node:
-    """A box of the walk picture. `kind` is its CSS class: param, stop, kept, removed,
-    refused, or "" for a step of a walk; `row` 0 is kept, 1 shared, 2 removed."""
-
-    __slots__ = ("step", "kind", "label", "col", "row")
-
-    def __init__(self, step: Step, kind: str, label: str, col: int, row: int) -> None:
-        self.step, self.kind, self.label, self.col, self.row = step, kind, label, col, row
-
-
 def _short(name: str) -> str:
     if len(name) <= _MAX_CHARS:
         return name
@@ -53,61 +43,53 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
              *, refused: bool = False) -> str:
     """The SVG of a fold of `removed` onto `kept` (gathers as (opcode, name)); the walks go
     from each gather's operand up to where they ended, as `InstructionFate.walk` gives them."""
-    k, r = list(reversed(kept_walk)), list(reversed(removed_walk))
+    k, r = kept_walk[::-1], removed_walk[::-1]
     shared = 0
     while shared < min(len(k), len(r)) and k[shared] == r[shared]:
         shared += 1
-    nodes: list[_Node] = []
-    chains: list[list[_Node]] = [[], []]
-    for col, step in enumerate(k[:shared]):
-        nodes.append(_Node(step, _root_kind(step) if col == 0 else "", step[0], col, 1))
     last = max(len(k), len(r))
-    for side, (walk, row) in enumerate(((k, 0), (r, 2))):
-        chain = chains[side]
-        for col in range(shared, len(walk)):
-            step = walk[col]
-            chain.append(_Node(step, _root_kind(step) if col == 0 else "", step[0], col, row))
-        gather = kept if side == 0 else removed
-        kind = "kept" if side == 0 else ("refused" if refused else "removed")
-        chain.append(_Node(gather, kind, f"{gather[0]} \u00b7 {kind}", last, row))
-        nodes.extend(chain)
+    # The boxes, each (step, CSS class: param, stop, kept, removed, refused or "" for a step,
+    # label, column, row: 0 kept, 1 shared, 2 removed); the two chains leave the shared row.
+    shared_nodes = [(step, _root_kind(step) if col == 0 else "", step[0], col, 1) for col, step in enumerate(k[:shared])]
+    nodes = list(shared_nodes)
+    edges = list(zip(shared_nodes, shared_nodes[1:]))
+    removed_kind = "refused" if refused else "removed"
+    for walk, row, gather, kind in ((k, 0, kept, "kept"), (r, 2, removed, removed_kind)):
+        chain = shared_nodes[-1:] + [(walk[col], _root_kind(walk[col]) if col == 0 else "", walk[col][0], col, row)
+                                     for col in range(shared, len(walk))]
+        chain.append((gather, kind, f"{gather[0]} \u00b7 {kind}", last, row))
+        nodes += chain[1:] if shared else chain
+        edges += zip(chain, chain[1:])
 
+    shown = [_short(node[0][1]) for node in nodes]
     widths = [_MIN_W] * (last + 1)
-    for node in nodes:
-        need = max(len(_short(node.step[1])), len(node.label) * 0.82) * _CHAR + 14
-        widths[node.col] = min(_MAX_W, max(widths[node.col], int(need)))
+    for node, name in zip(nodes, shown):
+        need = int(max(len(name), len(node[2]) * 0.82) * _CHAR + 14)
+        col = node[3]
+        if need > widths[col]:
+            widths[col] = min(_MAX_W, need)
     xs = [_PAD]
     for w in widths:
         xs.append(xs[-1] + w + _GAP)
     width = xs[-1] - _GAP + _PAD + 24  # room for the fold arrow's label
     height = 2 * _ROW + _H + 2 * _PAD
 
-    def box(node: _Node) -> tuple[int, int, int]:
-        return xs[node.col], _PAD + node.row * _ROW, widths[node.col]
-
     parts = [f'<svg class="walk" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
              f'role="img" aria-label="{escape(_describe(kept, removed, refused))}">']
-    shared_nodes = nodes[:shared]
-    edges = list(zip(shared_nodes, shared_nodes[1:]))
-    for chain in chains:
-        start = shared_nodes[-1:] + chain
-        edges += list(zip(start, start[1:]))
     for a, b in edges:
-        ax, ay, aw = box(a)
-        bx, by, _ = box(b)
-        y1, y2 = ay + _H // 2, by + _H // 2
+        ax, aw, bx = xs[a[3]], widths[a[3]], xs[b[3]]
+        y1, y2 = _PAD + a[4] * _ROW + _H // 2, _PAD + b[4] * _ROW + _H // 2
         if y1 == y2:
             parts.append(f'<path d="M{ax + aw},{y1}H{bx - 1}"/>')
         else:
             mid = (ax + aw + bx) // 2
             parts.append(f'<path d="M{ax + aw},{y1}C{mid},{y1} {mid},{y2} {bx - 1},{y2}"/>')
-    for node in nodes:
-        x, y, w = box(node)
-        cls = f' class="{node.kind}"' if node.kind else ""
-        name = _short(node.step[1])
-        title = f"<title>{escape(node.step[1])}</title>" if name != node.step[1] else ""
+    for (step, kind, label, col, row), name in zip(nodes, shown):
+        x, y, w = xs[col], _PAD + row * _ROW, widths[col]
+        cls = f' class="{kind}"' if kind else ""
+        title = f"<title>{escape(step[1])}</title>" if name != step[1] else ""
         parts.append(f'<g{cls}>{title}<rect x="{x}" y="{y}" width="{w}" height="{_H}" rx="6"/>'
-                     f'<text class="op" x="{x + 7}" y="{y + 12}">{escape(node.label)}</text>'
+                     f'<text class="op" x="{x + 7}" y="{y + 12}">{escape(label)}</text>'
                      f'<text x="{x + 7}" y="{y + 27}">{escape(name)}</text></g>')
     cx = xs[last] + widths[last] // 2
     top, bottom = _PAD + _H, _PAD + 2 * _ROW

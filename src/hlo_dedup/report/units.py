@@ -4,9 +4,23 @@ from __future__ import annotations
 
 
 def human_bytes(n: int) -> str:
-    """1536 -> '1.5 KiB' (binary units; plain bytes below 1 KiB; -1536 -> '-1.5 KiB')."""
+    """1536 -> '1.5 KiB' (binary units; plain bytes below 1 KiB; -1536 -> '-1.5 KiB').
+    Remembered by value: a report spells the same few sizes (a layer's shapes) thousands
+    of times."""
+    text = _SPELLED.get(n)
+    if text is None:
+        if len(_SPELLED) >= 4096:
+            _SPELLED.clear()
+        text = _SPELLED[n] = _spell_bytes(n)
+    return text
+
+
+_SPELLED: dict[int, str] = {}
+
+
+def _spell_bytes(n: int) -> str:
     if n < 0:
-        return "-" + human_bytes(-n)
+        return "-" + _spell_bytes(-n)
     if n < 1024:
         return f"{n} B"
     value = float(n)
