@@ -48,57 +48,83 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
     while shared < min(len(k), len(r)) and k[shared] == r[shared]:
         shared += 1
     last = max(len(k), len(r))
-    # The boxes, each (step, CSS class: param, stop, kept, removed, refused or "" for a step,
-    # label, column, row: 0 kept, 1 shared, 2 removed); the two chains leave the shared row.
-    shared_nodes = [(step, _root_kind(step) if col == 0 else "", step[0], col, 1) for col, step in enumerate(k[:shared])]
-    nodes = list(shared_nodes)
-    edges = list(zip(shared_nodes, shared_nodes[1:]))
+    # The boxes in drawing order: the shared row, then each walk's own steps and its gather.
+    # Each is (CSS class: param, stop, kept, removed, refused or "" for a step, label,
+    # column, row: 0 kept, 1 shared, 2 removed).
+    steps = [*k[:shared], *k[shared:], kept, *r[shared:], removed]
+    boxes = [(_root_kind(step) if col == 0 else "", step[0], col, 1) for col, step in enumerate(k[:shared])]
     removed_kind = "refused" if refused else "removed"
     for walk, row, gather, kind in ((k, 0, kept, "kept"), (r, 2, removed, removed_kind)):
-        chain = shared_nodes[-1:] + [(walk[col], _root_kind(walk[col]) if col == 0 else "", walk[col][0], col, row)
-                                     for col in range(shared, len(walk))]
-        chain.append((gather, kind, f"{gather[0]} \u00b7 {kind}", last, row))
-        nodes += chain[1:] if shared else chain
-        edges += zip(chain, chain[1:])
-
-    shown = [_short(node[0][1]) for node in nodes]
+        boxes += [(_root_kind(walk[col]) if col == 0 else "", walk[col][0], col, row) for col in range(shared, len(walk))]
+        boxes.append((kind, f"{gather[0]} \u00b7 {kind}", last, row))
+    shown = [_short(step[1]) for step in steps]
     widths = [_MIN_W] * (last + 1)
-    for node, name in zip(nodes, shown):
-        need = int(max(len(name), len(node[2]) * 0.82) * _CHAR + 14)
-        col = node[3]
+    for (_, label, col, _), name in zip(boxes, shown):
+        need = int(max(len(name), len(label) * 0.82) * _CHAR + 14)
         if need > widths[col]:
             widths[col] = min(_MAX_W, need)
+    key = (shared, len(k) - shared + 1, tuple(boxes), tuple(widths), refused)
+    drawing = _DRAWINGS.get(key)
+    if drawing is None:
+        if len(_DRAWINGS) >= 1024:
+            _DRAWINGS.clear()
+        drawing = _DRAWINGS[key] = _drawing(*key)
+    head, paths, boxes_open, tail = drawing
+    parts = [head, escape(_describe(kept, removed, refused)), paths]
+    for opened, step, name in zip(boxes_open, steps, shown):
+        title = f"<title>{escape(step[1])}</title>" if name != step[1] else ""
+        parts.append(f"{opened[0]}{title}{opened[1]}{escape(name)}</text></g>")
+    parts.append(tail)
+    return "".join(parts)
+
+
+#: Drawings by layout: the folds of a layer stack share a few (the same walk, names of the
+#: same length), and a drawing is most of the cost of a fold's card.
+_DRAWINGS: dict[tuple, tuple[str, str, list[tuple[str, str]], str]] = {}
+
+
+def _drawing(shared: int, kept_chain: int, boxes: tuple[tuple[str, str, int, int], ...],
+             widths: tuple[int, ...], refused: bool) -> tuple[str, str, list[tuple[str, str]], str]:
+    """Everything of a picture but its names: the text before the aria label, the edges
+    after it, each box's text before and after its title up to its name, and the end.
+    `boxes` holds the `shared` boxes, then the kept walk's `kept_chain`, then the removed's."""
+    last = len(widths) - 1
     xs = [_PAD]
     for w in widths:
         xs.append(xs[-1] + w + _GAP)
     width = xs[-1] - _GAP + _PAD + 24  # room for the fold arrow's label
     height = 2 * _ROW + _H + 2 * _PAD
-
-    parts = [f'<svg class="walk" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-             f'role="img" aria-label="{escape(_describe(kept, removed, refused))}">']
+    head = (f'<svg class="walk" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+            'role="img" aria-label="')
+    shared_boxes = list(boxes[:shared])
+    edges = list(zip(shared_boxes, shared_boxes[1:]))
+    for chain in (boxes[shared:shared + kept_chain], boxes[shared + kept_chain:]):
+        start = shared_boxes[-1:] + list(chain)
+        edges += zip(start, start[1:])
+    paths = []
     for a, b in edges:
-        ax, aw, bx = xs[a[3]], widths[a[3]], xs[b[3]]
-        y1, y2 = _PAD + a[4] * _ROW + _H // 2, _PAD + b[4] * _ROW + _H // 2
+        ax, aw, bx = xs[a[2]], widths[a[2]], xs[b[2]]
+        y1, y2 = _PAD + a[3] * _ROW + _H // 2, _PAD + b[3] * _ROW + _H // 2
         if y1 == y2:
-            parts.append(f'<path d="M{ax + aw},{y1}H{bx - 1}"/>')
+            paths.append(f'<path d="M{ax + aw},{y1}H{bx - 1}"/>')
         else:
             mid = (ax + aw + bx) // 2
-            parts.append(f'<path d="M{ax + aw},{y1}C{mid},{y1} {mid},{y2} {bx - 1},{y2}"/>')
-    for (step, kind, label, col, row), name in zip(nodes, shown):
+            paths.append(f'<path d="M{ax + aw},{y1}C{mid},{y1} {mid},{y2} {bx - 1},{y2}"/>')
+    boxes_open = []
+    for i, (kind, label, col, row) in enumerate(boxes):
         x, y, w = xs[col], _PAD + row * _ROW, widths[col]
         cls = f' class="{kind}"' if kind else ""
-        title = f"<title>{escape(step[1])}</title>" if name != step[1] else ""
-        parts.append(f'<g{cls}>{title}<rect x="{x}" y="{y}" width="{w}" height="{_H}" rx="6"/>'
-                     f'<text class="op" x="{x + 7}" y="{y + 12}">{escape(label)}</text>'
-                     f'<text x="{x + 7}" y="{y + 27}">{escape(name)}</text></g>')
+        boxes_open.append((f"<g{cls}>",
+                           f'<rect x="{x}" y="{y}" width="{w}" height="{_H}" rx="6"/>'
+                           f'<text class="op" x="{x + 7}" y="{y + 12}">{escape(label)}</text>'
+                           f'<text x="{x + 7}" y="{y + 27}">'))
     cx = xs[last] + widths[last] // 2
     top, bottom = _PAD + _H, _PAD + 2 * _ROW
     edge = "refuse" if refused else "fold"
-    parts.append(f'<path class="{edge}" d="M{cx},{bottom}V{top + 2}"/>')
     label = "refused" if refused else "folded into"
-    parts.append(f'<text class="edge {edge}" x="{cx + 6}" y="{_PAD + _ROW + _H // 2 + 4}">{label}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+    tail = (f'<path class="{edge}" d="M{cx},{bottom}V{top + 2}"/>'
+            f'<text class="edge {edge}" x="{cx + 6}" y="{_PAD + _ROW + _H // 2 + 4}">{label}</text></svg>')
+    return head, '">' + "".join(paths), boxes_open, tail
 
 
 def _describe(kept: Step, removed: Step, refused: bool) -> str:
