@@ -155,6 +155,19 @@ def test_a_long_name_is_shortened_in_the_picture_and_kept_whole_in_its_title() -
     assert node.find("title").text == long and "\u2026" in node.findall("text")[1].text
 
 
+def test_folds_of_one_layout_share_a_drawing_but_each_shows_its_own_names() -> None:
+    def picture(n: int, refused: bool = False) -> str:  # same lengths: the same layout
+        return fold_svg(("all-gather", f"ag.{n}1"), (("parameter", f"p.{n}"),), ("all-gather", f"ag.{n}2"),
+                        (("tuple", f"t.{n}"), ("parameter", f"p.{n}")), refused=refused)
+
+    first, second = picture(1), picture(2)
+    assert first.replace("1", "2") == second.replace("1", "2")  # one layout
+    names = {t.text for t in ET.fromstring(second).iter("text")}
+    assert {"p.2", "t.2", "ag.21", "ag.22"} <= names and not {"p.1", "t.1"} & names
+    assert ET.fromstring(second).get("aria-label") == "ag.22 folded into ag.21"
+    assert "refused" in picture(3, refused=True) and "refused" not in picture(4)
+
+
 def run_cli(args: list[str]) -> tuple[int, str]:
     stderr = io.StringIO()
     status = main(args, stdin=io.StringIO(), stdout=io.StringIO(), stderr=stderr)
