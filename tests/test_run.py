@@ -103,3 +103,20 @@ def test_vlog_lines_go_to_the_runs_log(capsys: pytest.CaptureFixture[str], tmp_p
     assert result.ok
     assert "Running NeuronDuplicateParameterAllGatherRemover pass" in log.getvalue()
     assert capsys.readouterr().err == ""
+
+
+def test_the_command_runs_from_a_thread_other_than_the_main_one(tmp_path: Path) -> None:
+    # Only the main thread may set signal handlers: elsewhere (an embedding tool's worker
+    # thread) the run goes on without them.
+    import signal
+    import threading
+
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "out.hlo"
+    statuses: list[int] = []
+    worker = threading.Thread(target=lambda: statuses.append(
+        main([str(FSDP), "-o", str(out)], stdout=io.StringIO(), stderr=io.StringIO())))
+    worker.start()
+    worker.join()
+    assert statuses == [0] and out.read_text().startswith("HloModule")
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -16,7 +16,6 @@ import gc
 import os
 import signal
 import sys
-import threading
 import time
 from typing import Callable, Iterator, Sequence, TextIO
 
@@ -69,16 +68,16 @@ class Terminated(KeyboardInterrupt):
 @contextlib.contextmanager
 def signals_interrupt() -> Iterator[None]:
     """For the block, SIGTERM and SIGHUP raise `Terminated` (in the main thread only: Python
-    delivers signals there)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    delivers signals there, and refuses a handler from any other thread)."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise Terminated(signum)
 
     names = ("SIGTERM", "SIGHUP")
-    previous = {sig: signal.signal(sig, interrupt) for sig in (getattr(signal, n) for n in names if hasattr(signal, n))}
+    try:
+        previous = {sig: signal.signal(sig, interrupt) for sig in (getattr(signal, n) for n in names if hasattr(signal, n))}
+    except ValueError:  # not the main thread
+        previous = {}
     try:
         yield
     finally:

@@ -10,7 +10,8 @@ _UNITS = {
     "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 }  # fmt: skip
-_BUDGET = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*")
+#: Compiled on first use (by `re`'s cache): most runs set no budget.
+_BUDGET = r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*"
 
 
 def parse_budget(text: str) -> int:
@@ -19,7 +20,7 @@ def parse_budget(text: str) -> int:
     Units are case-insensitive; a fractional count must come to whole bytes. Raises
     ValueError with the accepted forms for anything else (negative counts included).
     """
-    match = _BUDGET.fullmatch(text)
+    match = re.fullmatch(_BUDGET, text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
         raise ValueError(
