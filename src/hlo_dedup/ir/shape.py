@@ -86,6 +86,10 @@ class PrimitiveType(enum.Enum):
     TOKEN = "token"
     OPAQUE = "opaque"
 
+    # Members are singletons compared by identity: hashed by it too, in C. Enum's own hash
+    # (of the member's name) is a Python call each time a shape or a pass's key is hashed.
+    __hash__ = object.__hash__
+
     @property
     def is_floating(self) -> bool:
         """``primitive_util::IsFloatingPointType``: real floats only, not complex."""
