@@ -9,9 +9,9 @@
 For each input (every corpus file under ../shared/corpus/xla-hlo beside the checkout, or
 --corpus DIR, every `.hlo` under tests/data and examples/, and each --also file) and each
 configuration (the default pipeline, `--passes=`, `--strict`), the command runs in-process as `hlo-dedup INPUT --split-input-file -o OUT
---report REPORT.json --dot FOLDS.dot`. The snapshot keeps the exit status, the output
-bytes, the JSON report, the picture and the stderr summary, with every timing removed (they
-are the only thing that may change between two runs). `manifest.tsv` lists one SHA-256 per (configuration, input, kind).
+--report REPORT.json --dot FOLDS.dot --html PAGE.html`. The snapshot keeps the exit status,
+the output bytes, the JSON report, the picture, the page and the stderr summary, with every
+timing removed (they are the only thing that may change between two runs). `manifest.tsv` lists one SHA-256 per (configuration, input, kind).
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ def normalise_summary(text: str) -> str:
 def run_one(source: Path, flags: list[str], work: Path) -> dict[str, bytes]:
     from hlo_dedup.cli import main
 
-    output, report, dot = work / "out.hlo", work / "report.json", work / "folds.dot"
-    for stale in (output, report, dot):
+    output, report, dot, page = work / "out.hlo", work / "report.json", work / "folds.dot", work / "page.html"
+    for stale in (output, report, dot, page):
         stale.unlink(missing_ok=True)
     stdout, stderr = io.StringIO(), io.StringIO()
     status = main([os.path.relpath(source), "--split-input-file", "-o", str(output), "--report", str(report),
-                   "--dot", str(dot), *flags],
+                   "--dot", str(dot), "--html", str(page), *flags],
                   stdin=io.StringIO(), stdout=stdout, stderr=stderr)
     record = {
         "status": f"{status}\n".encode(),
@@ -72,6 +72,7 @@ def run_one(source: Path, flags: list[str], work: Path) -> dict[str, bytes]:
         "output": output.read_bytes() if output.exists() else b"",
         "report": b"",
         "dot": dot.read_bytes() if dot.exists() else b"",
+        "page": page.read_bytes().replace(str(work).encode(), b"WORK") if page.exists() else b"",
     }
     if report.exists():
         data = _without_timings(json.loads(report.read_text()))
