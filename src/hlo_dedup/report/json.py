@@ -52,6 +52,7 @@ import json
 from typing import Any
 
 from ..passes import InstructionFate, PassResult
+from .memo import Memo
 from .model import InputResult, ModuleRun, RunReport, module_totals, rounded_timings
 
 SCHEMA_VERSION = 2
@@ -134,18 +135,7 @@ def _float(value: float) -> str:
 #: Lists of exactly one of these types are joined in one C loop (replica groups, names).
 _JOINED: dict[type, Any] = {int: int.__repr__, str: _ENCODE_STRING}
 #: Encoded dict keys: a report repeats a few dozen field names thousands of times.
-_KEY_TEXT: dict[str, str] = {}
-
-
-def _key_text(key: Any) -> str:
-    if type(key) is not str:
-        return _key(key)
-    text = _KEY_TEXT.get(key)
-    if text is None:
-        if len(_KEY_TEXT) >= 4096:
-            _KEY_TEXT.clear()
-        text = _KEY_TEXT[key] = _ENCODE_STRING(key)
-    return text
+_KEY_TEXT: Memo[str, str] = Memo(_ENCODE_STRING)
 
 
 def _write(value: Any, out: list[str], newline: str) -> None:
@@ -160,9 +150,7 @@ def _write(value: Any, out: list[str], newline: str) -> None:
         inner = newline + "  "
         separator = "{" + inner
         for key, item in value.items():
-            key_text = _KEY_TEXT.get(key) if type(key) is str else None
-            if key_text is None:
-                key_text = _key_text(key)
+            key_text = _KEY_TEXT[key] if type(key) is str else _key(key)
             t = type(item)
             if t is str:
                 out.append(f"{separator}{key_text}: {_ENCODE_STRING(item)}")

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
+from .memo import Memo
+
 
 def human_bytes(n: int) -> str:
     """1536 -> '1.5 KiB' (binary units; plain bytes below 1 KiB; -1536 -> '-1.5 KiB').
     Remembered by value: a report spells the same few sizes (a layer's shapes) thousands
     of times."""
-    text = _SPELLED.get(n)
-    if text is None:
-        if len(_SPELLED) >= 4096:
-            _SPELLED.clear()
-        text = _SPELLED[n] = _spell_bytes(n)
-    return text
-
-
-_SPELLED: dict[int, str] = {}
+    return _SPELLED[n]
 
 
 def _spell_bytes(n: int) -> str:
@@ -29,6 +23,9 @@ def _spell_bytes(n: int) -> str:
         if value < 1024 or unit == "PiB":
             return f"{value:.1f} {unit}"
     raise AssertionError  # unreachable
+
+
+_SPELLED: Memo[int, str] = Memo(_spell_bytes)
 
 
 def human_seconds(s: float) -> str:
