@@ -22,6 +22,7 @@ from ..plain import FrozenRecord, init_frozen
 from .html_sections import Computation, Ids, changes_section, computations, fold_cards, why_not_section
 from .html_walk import ARROW_DEFS
 from .markup import escape
+from .memo import Memo
 from .model import InputResult, ModuleRun, RunReport, module_totals, peak_changes
 from .units import human_bytes, plural
 
@@ -385,7 +386,11 @@ def _table(cls: str, head: str, rows: Iterable[str]) -> str:
 
 
 def _badge(fate: str) -> str:
-    return f'<span class="badge {escape(fate)}">{escape(fate.replace("_", " "))}</span>'
+    return _BADGES[fate]
+
+
+#: A fate's badge (a few fates, thousands of rows).
+_BADGES: Memo[str, str] = Memo(lambda fate: f'<span class="badge {escape(fate)}">{escape(fate.replace("_", " "))}</span>')
 
 
 def _relation(g: InstructionFate, removed_by: dict[str, list[str]], ids: Ids) -> str:

@@ -50,7 +50,10 @@ def computations(m: ModuleRun) -> list[Computation]:
     groups: dict[str, Computation] = {}
 
     def at(name: str) -> Computation:
-        return groups.setdefault(name, Computation(name))
+        found = groups.get(name)
+        if found is None:
+            found = groups[name] = Computation(name)
+        return found
 
     for p in m.passes:
         for i in p.instructions:
@@ -124,7 +127,8 @@ def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: Fo
         badge = ' <span class="badge refused">refused</span>'
     elif hazards:
         badge = ' <span class="badge hazard">hazard: folded anyway</span>'
-    head = (f'<h4><a class="q" href="#{ids(removed.name)}">{escape(removed.name)}</a> <span class="arrow">{verb}</span> '
+    removed_id = ids(removed.name)
+    head = (f'<h4><a class="q" href="#{removed_id}">{escape(removed.name)}</a> <span class="arrow">{verb}</span> '
             f'<a class="q" href="#{ids(kept.name)}">{escape(kept.name)}</a>{badge}</h4>')
     svg = fold_svg((kept.opcode, kept.name), kept.walk, (removed.opcode, removed.name), removed.walk,
                    refused=refused)
@@ -145,8 +149,8 @@ def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: Fo
                       f"{escape(kept.name)} instead, which matches it in all of them</li>" for h in elsewhere)
     more = ""
     if fold is not None:
-        more = f'<a class="more" href="#w-{ids(removed.name)}">what changed \u2193</a>'
-    return (f'<article class="card item {cls}" id="c-{ids(removed.name)}">{head}{svg}<dl>'
+        more = f'<a class="more" href="#w-{removed_id}">what changed \u2193</a>'
+    return (f'<article class="card item {cls}" id="c-{removed_id}">{head}{svg}<dl>'
             + "".join(f"<dt>{term}</dt><dd>{text}</dd>" for term, text in facts) + "</dl>"
             + (f'<ul class="reasons">{listed}</ul>' if listed else "") + more + "</article>")
 
