@@ -234,14 +234,8 @@ def changes_section(comp: Computation, ids: Ids, open_: bool) -> str:
 _SIGNS = {"del": "-", "add": "+", "ctx": " "}
 
 
-def _line(kind: str, text: str, marked: tuple[int, int] | None = None) -> str:
-    sign = _SIGNS[kind]
-    if marked is None:
-        body = escape(text)
-    else:
-        a, b = marked
-        body = escape(text[:a]) + "<mark>" + escape(text[a:b]) + "</mark>" + escape(text[b:])
-    return f'<span class="{kind}">{sign} {body}</span>'
+def _line(kind: str, text: str) -> str:
+    return f'<span class="{kind}">{_SIGNS[kind]} {escape(text)}</span>'
 
 
 def _pair(before: str, after: str) -> list[str]:
@@ -253,7 +247,10 @@ def _pair(before: str, after: str) -> list[str]:
     # in, the common suffix after the name it starts in.
     start -= _NAME_RUN.match(backward, len(before) - start).end() - (len(before) - start)
     end -= _NAME_RUN.match(before, len(before) - end).end() - (len(before) - end)
-    return [_line("del", before, (start, len(before) - end)), _line("add", after, (start, len(after) - end))]
+    # The two lines share what is around the marks: escaped once for both.
+    head, tail = escape(before[:start]), escape(before[len(before) - end:])
+    return [f'<span class="del">- {head}<mark>{escape(before[start:len(before) - end])}</mark>{tail}</span>',
+            f'<span class="add">+ {head}<mark>{escape(after[start:len(after) - end])}</mark>{tail}</span>']
 
 
 def _common_prefix(a: str, b: str) -> int:

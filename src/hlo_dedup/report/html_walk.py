@@ -35,8 +35,8 @@ def _short(name: str) -> str:
     return name[:head] + "\u2026" + name[len(name) - (_MAX_CHARS - 1 - head):]
 
 
-def _root_kind(step: Step) -> str:
-    return "param" if step[0] == "parameter" else "stop"
+def _root_kind(opcode: str) -> str:
+    return "param" if opcode == "parameter" else "stop"
 
 
 def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_walk: tuple[Step, ...],
@@ -47,23 +47,13 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
     shared = 0
     while shared < min(len(k), len(r)) and k[shared] == r[shared]:
         shared += 1
-    last = max(len(k), len(r))
-    # The boxes in drawing order: the shared row, then each walk's own steps and its gather.
-    # Each is (CSS class: param, stop, kept, removed, refused or "" for a step, label,
-    # column, row: 0 kept, 1 shared, 2 removed).
-    steps = [*k[:shared], *k[shared:], kept, *r[shared:], removed]
-    boxes = [(_root_kind(step) if col == 0 else "", step[0], col, 1) for col, step in enumerate(k[:shared])]
-    removed_kind = "refused" if refused else "removed"
-    for walk, row, gather, kind in ((k, 0, kept, "kept"), (r, 2, removed, removed_kind)):
-        boxes += [(_root_kind(walk[col]) if col == 0 else "", walk[col][0], col, row) for col in range(shared, len(walk))]
-        boxes.append((kind, f"{gather[0]} \u00b7 {kind}", last, row))
-    shown = [_short(step[1]) for step in steps]
-    widths = [_MIN_W] * (last + 1)
-    for (_, label, col, _), name in zip(boxes, shown):
-        need = int(max(len(name), len(label) * 0.82) * _CHAR + 14)
-        if need > widths[col]:
-            widths[col] = min(_MAX_W, need)
-    key = (shared, len(k) - shared + 1, tuple(boxes), tuple(widths), refused)
+    # The boxes in drawing order: the kept walk (its first `shared` steps are the removed
+    # walk's too), the kept gather, the removed walk's own steps, the removed gather. What
+    # the picture looks like depends on their opcodes and the lengths of their names alone.
+    steps = [*k, kept, *r[shared:], removed]
+    names = [step[1] for step in steps]
+    shown = list(map(_short, names))
+    key = (shared, len(k), tuple([step[0] for step in steps]), tuple(map(len, shown)), refused)
     drawing = _DRAWINGS.get(key)
     if drawing is None:
         if len(_DRAWINGS) >= 1024:
@@ -71,9 +61,9 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
         drawing = _DRAWINGS[key] = _drawing(*key)
     head, paths, boxes_open, tail = drawing
     parts = [head, escape(_describe(kept, removed, refused)), paths]
-    for opened, step, name in zip(boxes_open, steps, shown):
-        title = f"<title>{escape(step[1])}</title>" if name != step[1] else ""
-        parts.append(f"{opened[0]}{title}{opened[1]}{escape(name)}</text></g>")
+    for opened, name, short in zip(boxes_open, names, shown):
+        title = f"<title>{escape(name)}</title>" if short != name else ""
+        parts.append(f"{opened[0]}{title}{opened[1]}{escape(short)}</text></g>")
     parts.append(tail)
     return "".join(parts)
 
@@ -83,12 +73,28 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
 _DRAWINGS: dict[tuple, tuple[str, str, list[tuple[str, str]], str]] = {}
 
 
-def _drawing(shared: int, kept_chain: int, boxes: tuple[tuple[str, str, int, int], ...],
-             widths: tuple[int, ...], refused: bool) -> tuple[str, str, list[tuple[str, str]], str]:
+def _drawing(shared: int, kept_steps: int, opcodes: tuple[str, ...], name_lengths: tuple[int, ...],
+             refused: bool) -> tuple[str, str, list[tuple[str, str]], str]:
     """Everything of a picture but its names: the text before the aria label, the edges
     after it, each box's text before and after its title up to its name, and the end.
-    `boxes` holds the `shared` boxes, then the kept walk's `kept_chain`, then the removed's."""
-    last = len(widths) - 1
+    The boxes are `fold_svg`'s steps: `kept_steps` of the kept walk, the first `shared` of
+    them shared, then the kept gather, the removed walk's own steps and the removed gather."""
+    removed_steps = len(opcodes) - kept_steps - 2 + shared
+    last = max(kept_steps, removed_steps)
+    removed_kind = "refused" if refused else "removed"
+    # Each box: (CSS class: param, stop, kept, removed, refused or "" for a step, label,
+    # column, row: 0 kept, 1 shared, 2 removed).
+    boxes = [(_root_kind(op) if col == 0 else "", op, col, 1 if col < shared else 0)
+             for col, op in enumerate(opcodes[:kept_steps])]
+    boxes.append(("kept", f"{opcodes[kept_steps]} \u00b7 kept", last, 0))
+    boxes += [(_root_kind(op) if col == 0 else "", op, col, 2)
+              for col, op in enumerate(opcodes[kept_steps + 1:-1], start=shared)]
+    boxes.append((removed_kind, f"{opcodes[-1]} \u00b7 {removed_kind}", last, 2))
+    widths = [_MIN_W] * (last + 1)
+    for (_, label, col, _), length in zip(boxes, name_lengths):
+        need = int(max(length, len(label) * 0.82) * _CHAR + 14)
+        if need > widths[col]:
+            widths[col] = min(_MAX_W, need)
     xs = [_PAD]
     for w in widths:
         xs.append(xs[-1] + w + _GAP)
@@ -96,10 +102,10 @@ def _drawing(shared: int, kept_chain: int, boxes: tuple[tuple[str, str, int, int
     height = 2 * _ROW + _H + 2 * _PAD
     head = (f'<svg class="walk" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
             'role="img" aria-label="')
-    shared_boxes = list(boxes[:shared])
+    shared_boxes = boxes[:shared]
     edges = list(zip(shared_boxes, shared_boxes[1:]))
-    for chain in (boxes[shared:shared + kept_chain], boxes[shared + kept_chain:]):
-        start = shared_boxes[-1:] + list(chain)
+    for chain in (boxes[shared:kept_steps + 1], boxes[kept_steps + 1:]):
+        start = shared_boxes[-1:] + chain
         edges += zip(start, start[1:])
     paths = []
     for a, b in edges:
@@ -111,7 +117,7 @@ def _drawing(shared: int, kept_chain: int, boxes: tuple[tuple[str, str, int, int
             mid = (ax + aw + bx) // 2
             paths.append(f'<path d="M{ax + aw},{y1}C{mid},{y1} {mid},{y2} {bx - 1},{y2}"/>')
     boxes_open = []
-    for i, (kind, label, col, row) in enumerate(boxes):
+    for kind, label, col, row in boxes:
         x, y, w = xs[col], _PAD + row * _ROW, widths[col]
         cls = f' class="{kind}"' if kind else ""
         boxes_open.append((f"<g{cls}>",
