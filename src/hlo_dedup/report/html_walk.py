@@ -11,6 +11,7 @@ follows the colour scheme; every name is escaped.
 from __future__ import annotations
 
 from .markup import escape
+from .memo import Memo
 
 Step = tuple[str, str]  # (opcode, name)
 
@@ -53,13 +54,8 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
     steps = [*k, kept, *r[shared:], removed]
     names = [step[1] for step in steps]
     shown = list(map(_short, names))
-    key = (shared, len(k), tuple([step[0] for step in steps]), tuple(map(len, shown)), refused)
-    drawing = _DRAWINGS.get(key)
-    if drawing is None:
-        if len(_DRAWINGS) >= 1024:
-            _DRAWINGS.clear()
-        drawing = _DRAWINGS[key] = _drawing(*key)
-    head, paths, boxes_open, tail = drawing
+    head, paths, boxes_open, tail = _DRAWINGS[
+        (shared, len(k), tuple([step[0] for step in steps]), tuple(map(len, shown)), refused)]
     parts = [head, escape(_describe(kept, removed, refused)), paths]
     for opened, name, short in zip(boxes_open, names, shown):
         title = f"<title>{escape(name)}</title>" if short != name else ""
@@ -68,9 +64,6 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
     return "".join(parts)
 
 
-#: Drawings by layout: the folds of a layer stack share a few (the same walk, names of the
-#: same length), and a drawing is most of the cost of a fold's card.
-_DRAWINGS: dict[tuple, tuple[str, str, list[tuple[str, str]], str]] = {}
 
 
 def _drawing(shared: int, kept_steps: int, opcodes: tuple[str, ...], name_lengths: tuple[int, ...],
@@ -131,6 +124,11 @@ def _drawing(shared: int, kept_steps: int, opcodes: tuple[str, ...], name_length
     tail = (f'<path class="{edge}" d="M{cx},{bottom}V{top + 2}"/>'
             f'<text class="edge {edge}" x="{cx + 6}" y="{_PAD + _ROW + _H // 2 + 4}">{label}</text></svg>')
     return head, '">' + "".join(paths), boxes_open, tail
+
+
+#: Drawings by layout: the folds of a layer stack share a few (the same walk, names of the
+#: same length), and a drawing is most of the cost of a fold's card.
+_DRAWINGS: Memo[tuple, tuple[str, str, list[tuple[str, str]], str]] = Memo(lambda key: _drawing(*key), limit=1024)
 
 
 def _describe(kept: Step, removed: Step, refused: bool) -> str:
