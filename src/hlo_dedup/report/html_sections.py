@@ -238,6 +238,11 @@ def _line(kind: str, text: str) -> str:
     return f'<span class="{kind}">{_SIGNS[kind]} {escape(text)}</span>'
 
 
+def _marked_line(kind: str, head: str, marked: str, tail: str) -> str:
+    """A line whose middle is marked; `head` and `tail` are escaped already."""
+    return f'<span class="{kind}">{_SIGNS[kind]} {head}<mark>{escape(marked)}</mark>{tail}</span>'
+
+
 def _pair(before: str, after: str) -> list[str]:
     """A rewired user's line before and after, with the names that differ marked."""
     start = _common_prefix(before, after)
@@ -249,8 +254,8 @@ def _pair(before: str, after: str) -> list[str]:
     end -= _NAME_RUN.match(before, len(before) - end).end() - (len(before) - end)
     # The two lines share what is around the marks: escaped once for both.
     head, tail = escape(before[:start]), escape(before[len(before) - end:])
-    return [f'<span class="del">- {head}<mark>{escape(before[start:len(before) - end])}</mark>{tail}</span>',
-            f'<span class="add">+ {head}<mark>{escape(after[start:len(after) - end])}</mark>{tail}</span>']
+    return [_marked_line("del", head, before[start:len(before) - end], tail),
+            _marked_line("add", head, after[start:len(after) - end], tail)]
 
 
 def _common_prefix(a: str, b: str) -> int:
