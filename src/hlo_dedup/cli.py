@@ -89,12 +89,35 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see --help)")
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """The help formatter, told the width: left to find it, argparse imports `shutil` (and
+    the compression modules shutil loads) for one formatter per `add_argument`, every run."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=terminal_columns() - 2)
+
+
+def terminal_columns() -> int:
+    """The width help is wrapped to, found as `shutil.get_terminal_size` finds it: `COLUMNS`,
+    else standard output's terminal, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description=DESCRIPTION.format(default=", ".join(DEFAULT_PIPELINE)),
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
         allow_abbrev=False,
     )
     parser.add_argument("input", nargs="*", metavar="INPUT",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from typing import Any, TextIO
 
 DELAY = 0.5  # seconds before the display appears
@@ -50,6 +49,9 @@ class RichProgress(NullProgress):
     """A transient rich display, started after DELAY seconds."""
 
     def __init__(self, stream: TextIO, delay: float = DELAY) -> None:
+        # Imported here, as rich is: a run without a display (a pipe, CI) never needs them.
+        import threading
+
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

@@ -7,6 +7,7 @@ messages, atomic output, --report against its JSON Schema, --v logging and --str
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_dedup.cli import main
+from hlo_dedup.cli import build_parser, main, terminal_columns
 from hlo_dedup.passes import pass_names
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "jax"
@@ -475,6 +476,22 @@ def test_help_and_version() -> None:
         assert flag in text
     version = run("--version")
     assert version.returncode == 0 and version.stdout.decode().startswith("hlo-dedup ")
+
+
+def test_help_wraps_to_the_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The width comes from COLUMNS, else the terminal, else 80 (what shutil would say)."""
+    monkeypatch.setenv("COLUMNS", "60")
+    assert terminal_columns() == 60
+    parser = build_parser()
+    text = parser.format_help()
+    assert len(parser.format_usage().splitlines()) > 3
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # argparse finds the width itself
+    assert parser.format_help() == text
+    for unusable in ("0", "-3", "wide"):
+        monkeypatch.setenv("COLUMNS", unusable)
+        assert terminal_columns() == 80  # pytest captures standard output: no terminal
+    monkeypatch.setattr(sys, "__stdout__", None)
+    assert terminal_columns() == 80
 
 
 def test_no_input_from_a_terminal_is_a_usage_error() -> None:

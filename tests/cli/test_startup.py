@@ -21,11 +21,14 @@ FSDP = Path(__file__).resolve().parents[1] / "data" / "jax" / "fsdp_shard_map.hl
 #: Loaded by no plain text run: the JSON report, the drawing and the page (with json,
 #: html), the proto reader, the XLA bridge, batch mode, `--v` (logging), a mistyped pass
 #: name (difflib), compressed files (gzip) and the temporary-file module (tempfile); nor
-#: dataclasses (with inspect, ast, dis, tokenize): the records are hlo_dedup.plain's.
+#: dataclasses (with inspect, ast, dis, tokenize): the records are hlo_dedup.plain's; nor
+#: threading (the live display's timer) or shutil with lzma and bz2 (argparse's way to the
+#: terminal width).
 ON_DEMAND = frozenset({
     "hlo_dedup.report.json", "hlo_dedup.report.dot", "hlo_dedup.report.html", "hlo_dedup.io.proto",
     "hlo_dedup.xla", "hlo_dedup.equivalence", "hlo_dedup.batch", "hlo_dedup.io.discovery",
     "json", "logging", "difflib", "gzip", "tempfile", "dataclasses", "inspect",
+    "threading", "shutil", "lzma", "bz2",
 })
 
 _LIST_MODULES = """\
