@@ -204,21 +204,21 @@ class HloComputation:
             return self.fusion_instruction is not None
         return True
 
-    def dead_and_callees(self) -> tuple[list[HloInstruction], list[HloComputation]]:
+    def dead_and_callers(self) -> tuple[list[HloInstruction], list[HloInstruction]]:
         """The instructions XLA's IsDead holds for (no users, not the root), in order, and
-        the computations the instructions call, in order (a computation once per call):
-        where HloDCE starts in a computation and where it goes next when nothing there
-        dies. One loop without a call per instruction; a module's thousands of small fusion
-        bodies make a comprehension's own start-up a visible share, so there is none."""
+        the instructions that call computations, in order: where HloDCE starts in a
+        computation and where it goes next. One loop without a call per instruction; a
+        module's thousands of small fusion bodies make a comprehension's own start-up a
+        visible share, so there is none."""
         root = self.root
         dead: list[HloInstruction] = []
-        callees: list[HloComputation] = []
+        callers: list[HloInstruction] = []
         for inst in self._instructions:
             if not inst._users and inst is not root:
                 dead.append(inst)
             if inst.called_computations:
-                callees.extend(inst.called_computations)
-        return dead, callees
+                callers.append(inst)
+        return dead, callers
 
     def remove_instruction(self, inst: HloInstruction) -> None:
         """RemoveInstruction: the instruction must be dead, safely removable, edge-free."""

@@ -50,7 +50,7 @@ def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> 
     Each computation reached from the entry through the instructions that survive is
     cleaned in turn, then the computations nothing reached are removed. A computation
     without dead code (most of a real module: thousands of small fusion bodies) costs one
-    loop over its instructions (`dead_and_callees`), and nothing in it can die; the steps
+    loop over its instructions (`dead_and_callers`), and nothing in it can die; the steps
     are inline, since a call per computation would be a visible share of that."""
     transaction = transaction or ModuleTransaction(module, tracked=False)
     entry = module.entry
@@ -65,15 +65,16 @@ def run_dce(module: HloModule, transaction: ModuleTransaction | None = None) -> 
         root = comp.root
         if comp.fusion_instruction is not None and root is not None and root.opcode == "tuple":
             changed |= _remove_multi_output_fusion_unused_outputs(comp, transaction)  # may re-root
-        dead, callees = comp.dead_and_callees()
+        dead, callers = comp.dead_and_callers()
         if dead:
             removed = _remove_dead_roots(comp, dead, transaction)
             changed |= _remove_dead_parameters(comp, transaction) or removed
-            _, callees = comp.dead_and_callees()  # those its surviving instructions call
-        for callee in callees:
-            if callee in to_remove:
-                to_remove.discard(callee)
-                stack.append(callee)
+            callers = [c for c in callers if c.parent is comp]  # the ones that survived
+        for caller in callers:
+            for callee in caller.called_computations:
+                if callee in to_remove:
+                    to_remove.discard(callee)
+                    stack.append(callee)
     for comp in module.computations:
         if comp in to_remove:
             transaction.before_rewrite()
