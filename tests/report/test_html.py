@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from html import escape
+from html import escape, unescape
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +71,12 @@ def test_the_content_policy_allows_exactly_the_inline_style_and_script() -> None
     assert f"script-src '{digest(script)}'" in policy, f"SCRIPT_DIGEST should be {digest(script)!r}"
     assert "default-src 'none'" in policy
     assert page.count("<script") == 1 and page.count("<style") == 1
+    assert style.isascii() and script.isascii()  # the page's references would not be read there
     assert not re.search(r'(?:src|href)="(?!#)', page), "every reference stays inside the page"
 
 
-def hostile(report: RunReport) -> RunReport:
-    """`report` with EVIL appended to every instruction and computation name, module name,
+def hostile(report: RunReport, suffix: str = EVIL) -> RunReport:
+    """`report` with `suffix` appended to every instruction and computation name, module name,
     input path, op_name, source (set where there was none), reason and instruction line."""
     names: set[str] = set()
     for m in report.modules:
@@ -94,11 +95,11 @@ def hostile(report: RunReport) -> RunReport:
 
     def poison(value: Any, field: str = "") -> Any:
         if value is None and field in ("op_name", "source"):
-            return f"{field}{EVIL}"
+            return f"{field}{suffix}"
         if isinstance(value, str):
             if value in names:
-                return value + EVIL
-            return value + EVIL if value and (field in free_text or " = " in value) else value
+                return value + suffix
+            return value + suffix if value and (field in free_text or " = " in value) else value
         if isinstance(value, (list, tuple)):
             return type(value)(poison(v, field) for v in value)
         if isinstance(value, dict):
@@ -127,6 +128,23 @@ def test_names_and_lines_from_the_module_are_escaped() -> None:
     assert EVIL not in page and "<img" not in page and "onerror=\"" not in page
     assert page.count("<script") == 1
     assert page.count("&lt;script&gt;window.pwned=1&lt;/script&gt;") > 20
+
+
+#: Text past ASCII a module may carry (op_names and paths from anyone's source).
+UNICODE = "\u00e9\u00b7\u2192\u6f22\U0001f600"
+
+
+def test_the_page_is_ascii_and_spells_the_rest_as_references() -> None:
+    """Module text and the page's own marks (the middle dot, arrows, plus-minus) are
+    character references: the page is one-byte text whatever the module holds."""
+    report = hostile(report_of([REMAT, HAZARDS / "channel_mode.hlo"], RunOptions(max_peak_increase=0), batch=True),
+                     UNICODE)
+    page = render_html(report, "hlo-dedup " + UNICODE)
+    assert page.isascii()
+    text = unescape(page)
+    assert text.count(UNICODE) > 20
+    for mark in ("\u00b7", "\u2192", "\u2193", "\u00b1", "\u00d7", "\u2212"):
+        assert mark in text, mark
 
 
 def test_the_walk_picture_draws_both_walks_from_their_shared_parameter() -> None:
@@ -359,6 +377,21 @@ def test_a_hostile_module_renders_inert(browser, tmp_path: Path) -> None:  # typ
         shown = page.visible_texts(VISIBLE_ROWS)
         assert sorted(shown) == sorted(g.name for g in gathers(report)) and all(EVIL in n for n in shown)
         assert page.evaluate("document.title").endswith(EVIL + " and 1 more (2 files)")
+
+
+def test_text_past_ascii_reads_as_written(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The page is ASCII (its marks and the module's text as references); the reader sees
+    the characters."""
+    report = hostile(report_of([REMAT]), UNICODE)
+    with browser.open(write_page(tmp_path, report)) as page:
+        shown = page.visible_texts(VISIBLE_ROWS)
+        assert sorted(shown) == sorted(g.name for g in gathers(report)) and all(UNICODE in n for n in shown)
+        card = page.visible_texts(".card dl")[0]
+        assert " output \u00b7 " in card and " \u2192 " in card, card
+        assert page.visible_texts(".card a.more")[0] == "what changed \u2193"
+        between = page.evaluate("getComputedStyle(document.querySelector('header.page .sub span + span'), "
+                                "'::before').content")
+        assert between == '" \u00b7 "'  # the style's escaped dot, with a space either side
 
 
 def test_script_in_a_modules_metadata_renders_inert(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

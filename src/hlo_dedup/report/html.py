@@ -50,7 +50,7 @@ def render_html(report: RunReport, command_line: str = "") -> str:
     body += [_module_section(r, m, anchors[id(m)], len(modules) > 1, budget) for r, m in modules if _has_content(m)]
     body.append(f'<footer>Written by hlo-dedup {escape(__version__)}. Memory figures are estimates: '
                 "live bytes with the instruction order as the schedule. Bytes saved per device: a removed "
-                "all-gather's output \u00d7 (group size \u2212 1) / group size.</footer>")
+                "all-gather's output &times; (group size &minus; 1) / group size.</footer>")
     policy = (f"default-src 'none'; style-src '{STYLE_DIGEST}'; script-src '{SCRIPT_DIGEST}'; "
               "base-uri 'none'; form-action 'none'")
     return "".join([
@@ -77,7 +77,7 @@ def _run_name(report: RunReport) -> str:
 #: The Content-Security-Policy hashes of `html.css` and `html.js`, the page's only style and
 #: script (a test keeps them those files'): hashing them on every run would import hashlib,
 #: which loads OpenSSL.
-STYLE_DIGEST = "sha256-JATAhloIY91MOtkHl0OPLJAEzauhIdSlbHFFSGXd3ZU="
+STYLE_DIGEST = "sha256-EUCm5TDAgZBvpzSAd8olzU6Xt5uJyw46l/TAdqGt+Sg="
 SCRIPT_DIGEST = "sha256-tDSnT6c9k1eoOtVgcA3xmSYeZuHmYTvmcP3lx5JKI5c="
 
 
@@ -402,7 +402,7 @@ def _relation(g: InstructionFate, removed_by: dict[str, list[str]], ids: Ids) ->
         return "keeps " + ", ".join(ids.link(n) for n in names)
     if g.fate == "refused":
         why = f'<a class="why" href="#c-{ids(g.name)}" title="{escape(g.reason or "")}">why</a>'
-        return (f"onto {ids.link(g.refused_onto)} \u00b7 {why}" if g.refused_onto else
+        return (f"onto {ids.link(g.refused_onto)} &middot; {why}" if g.refused_onto else
                 f'<span class="muted">{escape(g.reason or "")}</span>')
     if g.fate == "not_candidate":
         return f'<span class="muted">{escape(g.reason or "")}</span>'

@@ -134,7 +134,7 @@ def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: Fo
                    refused=refused)
     facts: list[tuple[str, str]] = []
     if fold is not None:
-        facts.append(("Saves", f"<b>{human_bytes(fold.bytes_output)}</b> output \u00b7 "
+        facts.append(("Saves", f"<b>{human_bytes(fold.bytes_output)}</b> output &middot; "
                                f"<b>{human_bytes(fold.bytes_per_device)}</b> per device"))
         facts += _price_facts(fold.memory)
     elif removed.bytes_output:
@@ -149,7 +149,7 @@ def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: Fo
                       f"{escape(kept.name)} instead, which matches it in all of them</li>" for h in elsewhere)
     more = ""
     if fold is not None:
-        more = f'<a class="more" href="#w-{removed_id}">what changed \u2193</a>'
+        more = f'<a class="more" href="#w-{removed_id}">what changed &darr;</a>'
     return (f'<article class="card item {cls}" id="c-{removed_id}">{head}{svg}<dl>'
             + "".join(f"<dt>{term}</dt><dd>{text}</dd>" for term, text in facts) + "</dl>"
             + (f'<ul class="reasons">{listed}</ul>' if listed else "") + more + "</article>")
@@ -160,11 +160,11 @@ def _price_facts(memory: dict | None) -> list[tuple[str, str]]:
         return []
     before, after = memory["peak_bytes_before"], memory["peak_bytes_after"]
     rise = after - before
-    change = f'<b class="up">+{human_bytes(rise)}</b>' if rise > 0 else "<b>\u00b10</b>"
+    change = f'<b class="up">+{human_bytes(rise)}</b>' if rise > 0 else "<b>&plusmn;0</b>"
     live = f"<b>{memory['live_range_extension']}</b> instructions longer"
     if memory.get("crosses_peak"):
         live += f", through the peak at <code>{escape(str(memory.get('peak_instruction', '')))}</code>"
-    return [("Peak (est.)", f"{change} \u2002{human_bytes(before)} \u2192 {human_bytes(after)}"),
+    return [("Peak (est.)", f"{change} &ensp;{human_bytes(before)} &rarr; {human_bytes(after)}"),
             ("Kept live", live)]
 
 
@@ -177,7 +177,7 @@ def _key_text(key: dict) -> str:
     where = escape(str(key.get("parameter", "")))
     if path:
         where += " {" + ",".join(map(str, path)) + "}"
-    return f"<code>{where}</code> \u00b7 <code>{escape(str(key.get('shape', '')))}</code> \u00b7 <code>{escape(groups)}</code>"
+    return f"<code>{where}</code> &middot; <code>{escape(str(key.get('shape', '')))}</code> &middot; <code>{escape(groups)}</code>"
 
 
 def _strip_onto(g: InstructionFate) -> str:
@@ -317,7 +317,7 @@ def why_not_section(m: ModuleRun, ids: Ids) -> str:
     open_ = not m.folds or len(groups) <= 3
     body = "".join(f"<h3>{escape(title)}</h3>{content}" for title, content in groups)
     misses = len(m.near_misses)
-    facts = f"{misses} near miss{'' if misses == 1 else 'es'} \u00b7 {plural(sum(map(len, untraced.values())), 'untraced walk')}"
+    facts = f"{misses} near miss{'' if misses == 1 else 'es'} &middot; {plural(sum(map(len, untraced.values())), 'untraced walk')}"
     return (f'<details class="section why"{" open" if open_ else ""}><summary><span class="heading">'
             f'Why the others did not fold</span><span class="facts">{facts}</span></summary>'
             f'<div class="body">{body}</div></details>')
@@ -328,4 +328,4 @@ def _walk_text(g: InstructionFate) -> str:
     for opcode, name in g.walk:
         cls = ' class="stopnode"' if g.stop is not None and name == g.stop[1] else ""
         parts.append(f"<span{cls}>{escape(opcode)} {escape(name)}</span>")
-    return " \u2190 ".join(parts)
+    return " &larr; ".join(parts)
