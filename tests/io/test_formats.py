@@ -387,3 +387,13 @@ def test_a_rewritten_module_is_written_without_its_whole_text_in_memory(tmp_path
     assert written == size == (tmp_path / "out.hlo").stat().st_size
     assert (tmp_path / "out.hlo").read_text() == module.to_text()
     assert peak < size / 2, (peak, size)  # the text and its bytes would be 2 * size
+
+
+def test_standard_output_without_a_buffer_gets_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notebook's or a test's sys.stdout is a text stream with no bytes underneath."""
+    import io
+
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    assert formats.write_output([b"HloModule m\n", "caf\u00e9\n".encode()], "-") == 18
+    assert out.getvalue() == "HloModule m\ncaf\u00e9\n"

@@ -16,7 +16,7 @@ HAZARDS = REPO / "tests" / "data" / "hazards"
 
 def _report(paths, strict: bool = False, batch: bool = False) -> RunReport:  # type: ignore[no-untyped-def]
     options = RunOptions(strict=strict)
-    results = [run_input(str(p), "-", options.replaced(report_only=True)) for p in paths]
+    results = [run_input(str(p), None, options.replaced(report_only=True)) for p in paths]
     assert all(r.ok for r in results), [r.error for r in results]
     return RunReport("-", "-", "hlo", "hlo", options.passes, strict=strict, inputs=results,
                      batch=BatchInfo(tuple(map(str, paths)), "out", 1, 0.0) if batch else None)

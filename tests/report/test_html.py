@@ -35,7 +35,7 @@ EVIL = '"><script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
 
 
 def report_of(paths: list[Path], options: RunOptions = RunOptions(), batch: bool = False) -> RunReport:
-    results = [run_input(str(p), "-", options.replaced(report_only=True)) for p in paths]
+    results = [run_input(str(p), None, options.replaced(report_only=True)) for p in paths]
     assert all(r.ok for r in results), [r.error for r in results]
     return RunReport(str(paths[0]), "-", "hlo", "hlo", options.passes, strict=options.strict, inputs=results,
                      max_peak_increase=options.max_peak_increase,
