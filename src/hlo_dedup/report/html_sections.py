@@ -235,12 +235,13 @@ _SIGNS = {"del": "-", "add": "+", "ctx": " "}
 
 
 def _line(kind: str, text: str) -> str:
-    return f'<span class="{kind}">{_SIGNS[kind]} {escape(text)}</span>'
+    """A line of "what changed" (element content: its quotes stay as written)."""
+    return f'<span class="{kind}">{_SIGNS[kind]} {escape(text, quote=False)}</span>'
 
 
 def _marked_line(kind: str, head: str, marked: str, tail: str) -> str:
     """A line whose middle is marked; `head` and `tail` are escaped already."""
-    return f'<span class="{kind}">{_SIGNS[kind]} {head}<mark>{escape(marked)}</mark>{tail}</span>'
+    return f'<span class="{kind}">{_SIGNS[kind]} {head}<mark>{escape(marked, quote=False)}</mark>{tail}</span>'
 
 
 def _pair(before: str, after: str) -> list[str]:
@@ -253,7 +254,7 @@ def _pair(before: str, after: str) -> list[str]:
     start -= _NAME_RUN.match(backward, len(before) - start).end() - (len(before) - start)
     end -= _NAME_RUN.match(before, len(before) - end).end() - (len(before) - end)
     # The two lines share what is around the marks: escaped once for both.
-    head, tail = escape(before[:start]), escape(before[len(before) - end:])
+    head, tail = escape(before[:start], quote=False), escape(before[len(before) - end:], quote=False)
     return [_marked_line("del", head, before[start:len(before) - end], tail),
             _marked_line("add", head, after[start:len(after) - end], tail)]
 
