@@ -468,7 +468,7 @@ def write_output(data: bytes | Iterable[bytes], path: str | os.PathLike[str], st
     returns the number of bytes written."""
     if str(path) != STDIO:
         return write_file(path, data)
-    out = stdout or getattr(sys.stdout, "buffer", sys.stdout)  # a notebook's stdout has no buffer
+    out = stdout or getattr(sys.stdout, "buffer", sys.stdout)
     text = isinstance(out, io.TextIOBase)  # a text stream without a buffer (tests, notebooks)
     written = 0
     for chunk in (data,) if isinstance(data, bytes) else data:

@@ -64,8 +64,6 @@ def fold_svg(kept: Step, kept_walk: tuple[Step, ...], removed: Step, removed_wal
     return "".join(parts)
 
 
-
-
 def _drawing(shared: int, kept_steps: int, opcodes: tuple[str, ...], name_lengths: tuple[int, ...],
              refused: bool) -> tuple[str, str, list[tuple[str, str]], str]:
     """Everything of a picture but its names: the text before the aria label, the edges
