@@ -41,7 +41,7 @@ def test_corpus_attribute_lists_split_as_the_careful_scanner_does() -> None:
     assert declined < checked / 100  # XLA's printed form is what modules hold
 
 
-_NAMES = st.sampled_from(["dimensions", "replica_groups", "metadata", "backend_config", "sharding",
+_NAMES = st.sampled_from(["dimensions", "replica_groups", "device_ids", "metadata", "backend_config", "sharding",
                           "frontend_attributes", "calls", "channel_id", "slice", "x.y-z", "ROOT"])
 _STRINGS = st.text(alphabet='ab, {}[]()/*\'"\\=\n', max_size=8).map(
     lambda s: '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"')
@@ -51,7 +51,7 @@ _PIECES = st.one_of(
     st.sampled_from(["0", "true", "%a.1", "b01f_01io->b01f", "<=", "mesh", "T", "{0,1}", "[2,4]", "(1,0)",
                      "{{0},{1}}", "{}", "'q'", '{"a":[1,"}"]}', "{op_name=\"x, y=1\" stack_frame_id=3}",
                      "{devices=[2,1]<=[2]}", "{a={b=(1)}}"]),
-    st.sampled_from(["ROOT", "L.1@2:4", "-1", "a/b", "{", "}", "[", "]", "(", ")", ",", ", ", ", k=", "=",
+    st.sampled_from([", device_ids=", ", device_ids=(0,1)", "ROOT", "L.1@2:4", "-1", "a/b", "{", "}", "[", "]", "(", ")", ",", ", ", ", k=", "=",
                      " ", "  ", "/*c*/", "//c\n", "\n", "'", "{{{0}}}"]),
     _STRINGS,
 )
@@ -93,6 +93,8 @@ def test_both_depths_split_as_the_careful_scanner_does(text: str) -> None:
     ', backend_config={"a":[1,"}, c=2"]}, custom_call_target="x"',
     ", slice={[0:2], [0:4:2]}, sharding={devices=[2,1]<=[2]}",
     ", dim_labels=b01f_01io->b01f, window={size=3x3 pad=1_1x1_1}",
+    ", channel_id=1, replica_groups=mesh['a'=4,'b'=2], device_ids=([2,4]T(1,0)) {'a'}, dimensions={0}",
+    ", replica_groups=mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'x'}, use_global_device_ids=true",
 ])
 def test_printed_lists_are_split(text: str) -> None:
     fast = split_printed(text)
@@ -111,3 +113,19 @@ def test_printed_lists_are_split(text: str) -> None:
 ])
 def test_other_forms_are_left_to_the_careful_scanner(text: str) -> None:
     assert split_printed(text) is None
+
+
+@pytest.mark.parametrize("ids", ["([2,4]T(1,0))", "(0,2,4,6,1,3,5,7)", "([8])"])
+def test_a_mesh_keeps_its_device_ids_in_both_splits(ids: str) -> None:
+    # XLA's mesh reader takes `, device_ids=(...) {axes}` as part of the replica groups.
+    text = f", channel_id=1, replica_groups=mesh['a'=4,'b'=2], device_ids={ids} {{'a'}}, dimensions={{0}}"
+    expected = [("channel_id", "1"), ("replica_groups", f"mesh['a'=4,'b'=2], device_ids={ids} {{'a'}}"),
+                ("dimensions", "{0}")]
+    assert careful(text) == expected
+    assert split_printed(text) == expected
+
+
+def test_device_ids_after_another_attribute_is_left_to_the_careful_scanner() -> None:
+    text = ", dimensions={0}, device_ids=(0,1)"
+    assert split_printed(text) is None
+    assert careful(text) == [("dimensions", "{0}"), ("device_ids", "(0,1)")]

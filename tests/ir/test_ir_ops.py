@@ -413,6 +413,8 @@ def test_typed_accessors() -> None:
 @pytest.mark.parametrize("attributes, expected", [
     # a mesh's axis names are strings ahead of the key: stepped over, the value read directly
     ("replica_groups=mesh['axis_0'=2] {'axis_0'}, dimensions={1}", "{1}"),
+    # a mesh's device ids follow a top-level comma and still belong to the replica groups
+    ("replica_groups=mesh['a'=2], device_ids=([2]T(0)) {'a'}, dimensions={1}", "{1}"),
     # the same words inside a bracketed value or a string are not the attribute
     ('frontend_attributes={a="1", dimensions="2"}, dimensions={1}', "{1}"),
     ('metadata={op_name=", dimensions={0}"}, dimensions={1}', "{1}"),

@@ -256,6 +256,8 @@ def test_key_shape_is_layout_sensitive(out_a: str, out_b: str, folds: bool) -> N
         ("{{0,1},{2,3}}", "{{0,2},{1,3}}"),  # same group size, different members
         ("{{0,1},{2,3}}", "{{1,0},{2,3}}"),  # order within a group is the gather order
         ("{}", "{{0,1,2,3}}"),  # empty (all devices) is not the explicit list
+        # the same mesh and axis over two device orders
+        ("mesh['a'=2,'b'=2] {'a'}", "mesh['a'=2,'b'=2], device_ids=([2,2]T(1,0)) {'a'}"),
     ],
 )
 def test_key_replica_groups(groups_a: str, groups_b: str) -> None:
@@ -275,6 +277,9 @@ def test_key_replica_groups(groups_a: str, groups_b: str) -> None:
         # along 'b' joins devices that share 'a', and vice versa
         ("mesh['a'=2,'b'=2] {'b'}", "{{0,1},{2,3}}"),
         ("mesh['a'=2,'b'=2] {'a'}", "{{0,2},{1,3}}"),
+        # a mesh over a device order of its own: `, device_ids=` belongs to the groups
+        ("mesh['a'=2,'b'=2], device_ids=([2,2]T(1,0)) {'a'}", "{{0,1},{2,3}}"),
+        ("mesh['a'=2,'b'=2], device_ids=(0,2,1,3) {'b'}", "{{0,2},{1,3}}"),
     ],
 )
 def test_key_iota_and_explicit_replica_groups_fold(iota: str, explicit: str, check_output) -> None:

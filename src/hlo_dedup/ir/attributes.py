@@ -17,7 +17,7 @@ from weakref import ref
 from ..syntax.cursor import TextCursor, TextSyntaxError
 from ..syntax.errors import HloParseError
 from ..syntax.escape import c_unescape
-from ..syntax.lexer import ScanError, attribute_value_end, split_attributes
+from ..syntax.lexer import MESH_DEVICE_IDS, ScanError, attribute_value_end, split_attributes
 from .shape_inference import infer_shape
 from .shape_reader import parse_shape
 
@@ -137,10 +137,12 @@ def _printed_attribute_pattern(depth: int) -> re.Pattern[str]:
         group = rf"\{{(?:{inner})*+\}}|\[(?:{inner})*+\]|\((?:{inner})*+\)"
         inner = rf"{inner}|{group}"
     lists = r"\{(?:\{[0-9,]*+\}(?:,\{[0-9,]*+\})*+)?\}|" if depth == 1 else ""
-    part = rf"%?(?:[A-Za-z0-9_.]++|->?)++|<=|{string}|{lists}{group}"
+    part = rf"%?(?:[A-Za-z0-9_.]++|->?)++|<=|, {MESH_DEVICE_IDS}|{string}|{lists}{group}"
     name = r"[A-Za-z_][A-Za-z0-9_.\-]*+"
     return re.compile(rf", ({name})=(?![= ])((?: ?(?:{part}))++)(?=, {name}=(?!=)|\Z)")
 
+
+_MESH_IDS_PART = ", " + MESH_DEVICE_IDS
 
 #: The patterns by depth, built when first needed.
 _PRINTED_ATTRIBUTE: dict[int, re.Pattern[str]] = {}
@@ -227,8 +229,10 @@ def _tile(text: str, depth: int) -> tuple[tuple[str, str], ...] | object | None:
         if m is None:
             return _UNTILED
         key, value = m.groups()
-        # A later word ROOT ends a value; a raw-JSON backend config treats `'` as text.
-        if "ROOT" in value or ("'" in value and key == "backend_config"):
+        # A later word ROOT ends a value; a raw-JSON backend config treats `'` as text;
+        # only a mesh `replica_groups` goes on past `, device_ids=`.
+        if "ROOT" in value or ("'" in value and key == "backend_config") or (
+                key != "replica_groups" and _MESH_IDS_PART in value):
             return None
         out.append((key, value))
         pos = m.end()

@@ -21,6 +21,8 @@ _OPEN = {"{": "}", "(": ")", "[": "]"}
 _CLOSE = frozenset("})]")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 ATTR_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)=(?!=)")
+#: What continues a mesh `replica_groups` value past a top-level comma.
+MESH_DEVICE_IDS = "device_ids="
 _LISTED_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 
 
@@ -169,6 +171,11 @@ def _attribute_value_end(text: str, pos: int, key: str, single: bool) -> int:
             if first:
                 raise ScanError(i, f"missing value for attribute {key!r}")
             j = skip_trivia(text, i + 1)
+            if key == "replica_groups" and text.startswith(MESH_DEVICE_IDS, j):
+                # `mesh[...], device_ids=(...) {...}`: XLA's mesh reader takes the ids as
+                # part of the replica groups, not as an attribute of their own.
+                end = j + len(MESH_DEVICE_IDS)
+                continue
             m = ATTR_NAME.match(text, j)
             if m is not None or j >= n or text[j] in _CLOSE:
                 return end
