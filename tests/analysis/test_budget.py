@@ -34,3 +34,23 @@ def test_rejected_forms_say_what_is_accepted(text: str) -> None:
     with pytest.raises(ValueError, match="invalid byte count"):
         parse_budget(text)
 
+
+
+@pytest.mark.parametrize("text", ["1e5000", "1" + "0" * 5000, "9223372036854775808", "1e19", "8388608TiB"])
+def test_counts_past_int64_are_refused_without_building_them(text: str) -> None:
+    with pytest.raises(ValueError, match="more than 9223372036854775807 bytes"):
+        parse_budget(text)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("9223372036854775807", (1 << 63) - 1),
+    ("0e99999999999999999999", 0),
+    ("0.000", 0),
+])
+def test_the_edges_of_the_range(text: str, expected: int) -> None:
+    assert parse_budget(text) == expected
+
+
+def test_a_tiny_fraction_is_not_whole_bytes_at_any_exponent() -> None:
+    with pytest.raises(ValueError, match="not a whole number of bytes"):
+        parse_budget("1e-99999999999999999")

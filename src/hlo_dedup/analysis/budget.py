@@ -10,6 +10,8 @@ _UNITS = {
     "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 }  # fmt: skip
+#: The largest budget: XLA's sizes are int64, so no peak can rise by more.
+MAX_BUDGET = (1 << 63) - 1
 #: Compiled on first use (by `re`'s cache): most runs set no budget.
 _BUDGET = r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*"
 
@@ -28,19 +30,27 @@ def parse_budget(text: str) -> int:
             "B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), "
             "e.g. 0, 1e6, 512KiB, 1.5GiB"
         )
-    number = match.group(1)
-    scale = _UNITS[unit]
-    if re.fullmatch(r"[0-9]+", number):
-        return int(number) * scale
     # Exact decimal arithmetic: 1.5GiB is 1610612736 bytes, not a float rounding of it.
-    mantissa, _, exponent = number.lower().partition("e")
+    mantissa, _, exponent = match.group(1).lower().partition("e")
     whole, _, fraction = mantissa.partition(".")
-    numerator = int((whole or "0") + fraction) * scale
-    power = int(exponent or 0) - len(fraction)
-    if power >= 0:
-        return numerator * 10**power
-    value, remainder = divmod(numerator, 10**-power)
-    if remainder:
+    digits = ((whole or "0") + fraction).lstrip("0")
+    if not digits:
+        return 0
+    power = int(exponent or 0) if len(exponent) < 12 else (1 if exponent[0] != "-" else -(10**12))
+    power -= len(fraction)
+    # Decide on the number of digits first: never build a number of thousands of digits.
+    if len(digits) + power > len(str(MAX_BUDGET)) + 1:
+        raise ValueError(f"invalid byte count {text!r}: more than {MAX_BUDGET} bytes (8 EiB)")
+    if power < -len(digits) - 13:
         raise ValueError(f"invalid byte count {text!r}: it is not a whole number of bytes")
+    numerator = int(digits) * _UNITS[unit]
+    if power >= 0:
+        value = numerator * 10**power
+    else:
+        value, remainder = divmod(numerator, 10**-power)
+        if remainder:
+            raise ValueError(f"invalid byte count {text!r}: it is not a whole number of bytes")
+    if value > MAX_BUDGET:
+        raise ValueError(f"invalid byte count {text!r}: more than {MAX_BUDGET} bytes (8 EiB)")
     return value
 
