@@ -29,3 +29,19 @@ def test_stack_frame_tables_with_huge_ids_keep_the_readable_entries() -> None:
     assert index.files == {1: "a.py"}
     assert str(index.frame(1)) == "a.py:7"
     assert index.locations[1] == {"file_name_id": 1, "function_name_id": 1}
+
+
+def test_a_long_op_name_decodes_in_linear_memory() -> None:
+    import tracemalloc
+
+    name = "x" * (2 << 20)
+    raw = f'{{op_name="{name}\\"q" source_file="a.py" source_line=3}}'
+    tracemalloc.start()
+    try:
+        m = OpMetadata.parse(raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert m.op_name == name + '"q' and m.source_line == 3
+    # The decoded copy and a little more: a backtracking string pattern took ~80x the input.
+    assert peak < 4 * len(raw)

@@ -38,7 +38,7 @@ _VALUE_START = re.compile(r"[^\s/,]")
 # digits: read with int() instead of a cursor (anything else takes the cursor's path).
 _PLAIN_INT = re.compile(r"-?[0-9]{1,18}")
 _PLAIN_INT_LIST = re.compile(r"\{(?:-?[0-9]{1,18}(?:,-?[0-9]{1,18})*)?\}")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', re.S)
+_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|\'[^\'\\]*+(?:\\.[^\'\\]*+)*+\'', re.S)
 
 
 # ------------------------------------------------------------------------ locations

@@ -14,7 +14,7 @@ from .cursor import TextCursor, TextSyntaxError
 
 _TRIVIA = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
 _UNTERMINATED_COMMENT = re.compile(r"/\*")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|\'[^\'\\]*+(?:\\.[^\'\\]*+)*+\'')
 _WORD = re.compile(r"%?(?:[A-Za-z0-9_.?]|-(?!>))+:?")
 _PUNCT = ("->", "<=", "...", "=", ",", ":", "*", "#", "+", "~", "[", "]", "{", "}", "(", ")")
 _OPEN = {"{": "}", "(": ")", "[": "]"}
