@@ -24,16 +24,18 @@ Choices where the spec leaves room (documented in README "Semantics"):
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Iterator
+from typing import Any
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..analysis.fold_price import FoldPricer
-from ..ir.shape import byte_size, shapes_equal
+from ..ir.shape import byte_size
 from .dce import run_dce
 from .gather_survey import GatherSurvey
 from .pass_base import HloPass, ModuleTransaction, PassResult
+from .raw_parameter_walk import GATHERS, RawParameterWalker, Trail, walk_to_parameter
 from .records import FoldRecord, Hazard, remembered, user_line
 
 
@@ -91,73 +93,15 @@ def _groups_json(groups: Any) -> list[list[int]] | str:
 
 
 class _Walk:
-    """Result of FindRawParameter for one gather: the parameter, the index path left, and
-    what the key ignores about the gather itself and each inner gather the walk tunnelled
-    through; `stop` is where a walk that found no parameter ended, `hops` the (opcode,
-    name) of each instruction visited."""
+    """Result of FindRawParameter for one gather: the gather's own configuration and the
+    trail of its walk (the parameter, the index path left, where a walk that found no
+    parameter stopped, and the inner gathers it tunnelled through, which the key ignores)."""
 
-    __slots__ = ("gather", "hops", "inner_gathers", "path", "raw_param", "stop")
+    __slots__ = ("gather", "trail")
 
-    def __init__(self, raw_param: HloInstruction | None, path: tuple[int, ...], gather: _GatherConfig,
-                 inner_gathers: tuple[_GatherConfig, ...], stop: HloInstruction | None,
-                 hops: tuple[tuple[str, str], ...]) -> None:
-        self.raw_param = raw_param
-        self.path = path
+    def __init__(self, gather: _GatherConfig, trail: Trail) -> None:
         self.gather = gather
-        self.inner_gathers = inner_gathers
-        self.stop = stop
-        self.hops = hops
-
-
-def walk_to_parameter(
-    node: HloInstruction, path: tuple[int, ...], log: Callable[..., None] | None = None
-) -> tuple[HloInstruction | None, tuple[int, ...], HloInstruction | None, list[HloInstruction]]:
-    """FindRawParameter's walk from `node` with the tuple-index stack `path` (innermost
-    last): the parameter reached, or None and the instruction the walk stopped at; the path
-    left there; and every instruction the walk visited, `node` first. `log` gets the
-    --v=2 lines."""
-    pending = list(path)
-    hops: list[HloInstruction] = []
-    while True:
-        hops.append(node)
-        if log:
-            log(2, "Finding raw parameter for instruction: %s", node.to_text())
-        op = node.opcode
-        if op == "parameter":
-            return node, tuple(pending), None, hops
-        if op == "get-tuple-element":
-            index = node.tuple_index
-            if log:
-                log(2, "Found get-tuple-element at index: %d", index)
-            pending.append(index)
-        elif op == "tuple":
-            index = pending[-1] if pending else -1
-            if log:
-                log(2, "Found tuple, moving to element at index: %d", index)
-            if not 0 <= index < node.operand_count:
-                return None, tuple(pending), node, hops
-            pending.pop()
-            node = node.operands[index]
-            continue
-        elif op == "opt-barrier":
-            if log:
-                log(2, "Found optimization barrier, moving to its input")
-        elif op == "convert":
-            if not node.operands or not shapes_equal(node.operands[0].shape, node.shape):
-                return None, tuple(pending), node, hops
-            if log:
-                log(2, "Found convert operation, moving to its input")
-        elif op in _GATHERS:
-            if log:
-                log(2, "Found all-gather operation, moving to its input")
-        else:
-            return None, tuple(pending), node, hops
-        if not node.operands:
-            return None, tuple(pending), node, hops
-        node = node.operands[0]
-
-
-_GATHERS = ("all-gather", "all-gather-start")
+        self.trail = trail
 
 
 def collective_mode(inst: HloInstruction) -> str:
@@ -178,16 +122,15 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     def __init__(self, strict: bool = False, max_peak_increase: int | None = None) -> None:
         self.strict = strict
         self.max_peak_increase = max_peak_increase
+        self._walker = RawParameterWalker()
 
     # ------------------------------------------------------------------- walk
     def find_raw_parameter(self, node: HloInstruction, ag: HloInstruction, vlog: bool) -> _Walk:
         """FindRawParameter: walk up from `node` through forwarding ops to a parameter."""
         gather = _GatherConfig.of(ag)  # the binary snapshots the gather's attributes first
-        raw, path, stop, hops = walk_to_parameter(node, (), self.vlog if vlog else None)
-        # Most walks are one hop (the gather's operand is the parameter): nothing tunnelled.
-        inner = () if len(hops) == 1 else tuple(
-            [_GatherConfig.of(h) for h in hops if h.opcode in _GATHERS and h is not stop])
-        return _Walk(raw, path, gather, inner, stop, tuple([(h.opcode, h.name) for h in hops]))
+        if vlog:
+            walk_to_parameter(node, (), self.vlog)  # the log lines, hop by hop
+        return _Walk(gather, self._walker.walk(node))
 
     # -------------------------------------------------------------------- run
     def run_on_module(self, module: HloModule, transaction: ModuleTransaction) -> PassResult:
@@ -196,7 +139,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             self.vlog(2, "Running NeuronDuplicateParameterAllGatherRemover pass")
         folds: list[FoldRecord] = []
         hazards: list[Hazard] = []
-        survey = GatherSurvey(module, walk_to_parameter)
+        self._walker = RawParameterWalker()  # walks remembered for this module's run
+        survey = GatherSurvey(module, self._walker)
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
         found = _gathers_by_computation(module)
@@ -245,16 +189,17 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         seen: dict[tuple, list[HloInstruction]] = {}
         for inst in candidates:
             walk = self.find_raw_parameter(inst.operands[0], inst, True) if vlog else walks[inst]
-            raw = walk.raw_param
+            trail = walk.trail
+            raw = trail.raw_param
             if raw is None:
-                survey.not_traced(inst, walk.stop, walk.hops)
+                survey.not_traced(inst, trail.stop, trail.hops())
                 continue
             if vlog:
                 self.vlog(2, "Found all-gather instruction: %s", inst.to_text())
             gather = walk.gather  # the gather's own layout key and groups, read once
-            key = (raw, walk.path, inst.shape.element_type, gather.shape, gather.groups)
-            key_json = self._key_json(raw, walk, inst)
-            survey.traced(inst, raw, walk.path, key, key_json, walk.hops)
+            key = (raw, trail.path, inst.shape.element_type, gather.shape, gather.groups)
+            key_json = self._key_json(raw, trail.path, inst)
+            survey.traced(inst, raw, trail.path, key, key_json, trail.hops())
             entries = seen.get(key)
             if entries is None:
                 if vlog:
@@ -302,12 +247,12 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey.close_computation(comp)
 
     @staticmethod
-    def _key_json(raw: HloInstruction, walk: _Walk, inst: HloInstruction) -> dict[str, Any]:
+    def _key_json(raw: HloInstruction, path: tuple[int, ...], inst: HloInstruction) -> dict[str, Any]:
         _, printed, element_type = remembered(_SHAPES, inst.shape, _shape_facts)
         value = remembered(_GROUPS_JSON, inst.replica_groups, _groups_json)
         return {
             "parameter": raw.name,
-            "index_path": list(reversed(walk.path)),  # root first: the parameter's outermost index
+            "index_path": list(reversed(path)),  # root first: the parameter's outermost index
             "element_type": element_type,
             "shape": printed,
             # Each record its own copy of the lists (a caller may edit one record).
@@ -350,7 +295,7 @@ def _gathers_by_computation(module: HloModule) -> dict[HloComputation, list[HloI
         if (source is not None and span is not None and span.body_end >= 0
                 and source.find(_MENTION, span.start, span.body_end) < 0):
             continue
-        gathers = [inst for inst in comp if inst.opcode in _GATHERS]
+        gathers = [inst for inst in comp if inst.opcode in GATHERS]
         if gathers:
             out[comp] = gathers
     return out
@@ -381,12 +326,13 @@ def _hazard_reasons(keep: _Walk, walk: _Walk, same_value: dict[HloInstruction, H
             "multi-operand all-gathers differ beyond operand(0) "
             f"({len(a.others) + 1} vs {len(b.others) + 1} operands)"
         )
-    inner_a, inner_b = keep.inner_gathers, walk.inner_gathers
-    if len(inner_a) != len(inner_b):
+    inner_a, inner_b = keep.trail, walk.trail
+    if inner_a.gather_count != inner_b.gather_count:
         reasons.append(f"the walks tunnelled through different numbers of inner all-gathers "
-                       f"({len(inner_a)} vs {len(inner_b)})")
+                       f"({inner_a.gather_count} vs {inner_b.gather_count})")
     else:
-        differing = sorted({label for x, y in zip(inner_a, inner_b) for label in x.differences(y, same_value)})
+        differing = sorted({label for x, y in _unshared(inner_a, inner_b)
+                            for label in _GatherConfig.of(x).differences(_GatherConfig.of(y), same_value)})
         if differing:
             reasons.append("the walks tunnelled through inner all-gathers that differ in " + ", ".join(differing))
     if a.mode != b.mode:
@@ -396,6 +342,15 @@ def _hazard_reasons(keep: _Walk, walk: _Walk, same_value: dict[HloInstruction, H
     if a.dimensions != b.dimensions:
         reasons.append(f"different all_gather_dimension ({a.dimensions} vs {b.dimensions})")
     return reasons
+
+
+def _unshared(a: Trail, b: Trail) -> Iterator[tuple[HloInstruction, HloInstruction]]:
+    """The pairs of inner gathers two walks with as many tunnelled through, up to where
+    the walks join (from there on they are the same instructions)."""
+    for x, y in zip(a.tunnelled(), b.tunnelled()):
+        if x is y:
+            return
+        yield x.node, y.node
 
 
 def _shard_count(ag: HloInstruction) -> int:
