@@ -60,3 +60,63 @@ def test_a_compressed_proto_dump(tmp_path: Path, xc) -> None:  # type: ignore[no
     assert status == 0 and "2 folds" in summary
     out = xc.hlo.HloModule.from_serialized_hlo_module_proto(gzip.decompress((tmp_path / "o.pb.gz").read_bytes()))
     assert out.to_string().count("all-gather(") == FSDP.read_text().count("all-gather(") - 2
+
+
+def _peak_rss_of(argv: list[str], limit_bytes: int | None = None) -> tuple[int, str, int]:
+    """Run the command in a child (optionally under an address-space limit): status,
+    stderr and the child's peak RSS in KiB."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        if limit_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    proc = subprocess.Popen([sys.executable, "-m", "hlo_dedup", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, preexec_fn=limit)
+    err = proc.stderr.read().decode()  # type: ignore[union-attr]
+    _, wait_status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not the largest child's
+    proc.returncode = os.waitstatus_to_exitcode(wait_status)
+    return proc.returncode, err, usage.ru_maxrss
+
+
+def test_a_gzip_input_runs_under_a_small_address_space(tmp_path: Path) -> None:
+    # Decompressing asked for a 2 GiB buffer up front: MemoryError under `ulimit -v 1500000`.
+    (tmp_path / "m.hlo.gz").write_bytes(gzip.compress(FSDP.read_bytes()))
+    status, err, _ = _peak_rss_of([str(tmp_path / "m.hlo.gz"), "-o", str(tmp_path / "o.hlo")], 1_500_000 * 1024)
+    assert status == 0, err
+    assert (tmp_path / "o.hlo").read_text().startswith("HloModule")
+
+
+def test_a_gzip_bomb_is_refused_on_its_first_bytes_or_its_ratio(tmp_path: Path) -> None:
+    (tmp_path / "zeros.hlo.gz").write_bytes(gzip.compress(b"\0" * (256 << 20)))
+    (tmp_path / "blanks.hlo.gz").write_bytes(gzip.compress(b"HloModule m\n" + b" " * (512 << 20)))
+    status, err = run(tmp_path / "zeros.hlo.gz")
+    assert (status, err) == (2, f"{tmp_path / 'zeros.hlo.gz'}:1:1: error: unexpected character '\\x00' "
+                                "(the input starts with a NUL byte)\n")
+    status, err, peak_kib = _peak_rss_of([str(tmp_path / "blanks.hlo.gz")])
+    assert status == 2 and "over 256 times its size (a likely gzip bomb" in err
+    assert peak_kib < 400 << 10  # bounded by 256x the 0.5 MB file, not by the 512 MiB it expands to
+
+
+def test_gzip_members_and_zero_padding_read_as_gzip_reads_them(tmp_path: Path) -> None:
+    data = FSDP.read_bytes()
+    (tmp_path / "m.hlo.gz").write_bytes(gzip.compress(data[:100]) + gzip.compress(data[100:]) + b"\0" * 7)
+    (tmp_path / "j.hlo.gz").write_bytes(gzip.compress(data) + b"junk")
+    status, err = run(tmp_path / "m.hlo.gz", "-o", tmp_path / "o.hlo")
+    assert status == 0, err
+    assert run(tmp_path / "j.hlo.gz")[1].endswith("error: corrupt or truncated gzip data: not gzip data after a member (b'ju')\n")
+
+
+def test_a_huge_file_that_starts_with_nul_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    big = tmp_path / "zeros.hlo"
+    with big.open("wb") as f:  # sparse: 3 GiB that take no disk
+        f.truncate(3 << 30)
+    status, err, peak_kib = _peak_rss_of([str(big)])
+    assert status == 2 and err.endswith("1:1: error: unexpected character '\\x00' (the input starts with a NUL byte)\n")
+    assert peak_kib < 200 << 10
+    (tmp_path / "zeros.pb").write_bytes(b"\0" * 100)
+    assert run(tmp_path / "zeros.pb")[1].endswith("error: not a binary HloSnapshot, HloProto or HloModuleProto "
+                                                  "(it starts with a NUL byte, which no protobuf field does)\n")

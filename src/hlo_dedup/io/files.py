@@ -18,7 +18,7 @@ While a temporary file exists, SIGINT, SIGTERM and SIGHUP are held back (and del
 after it is renamed or removed), so a signal never leaves a `.tmp` fragment behind. Errors
 are OSErrors whose `filename` is the path the user gave, never the temporary file.
 
-Inputs: a regular file is read whole; a pipe, a FIFO or standard input is read up to
+Inputs: a regular file is read whole once its first bytes pass the caller's check; a pipe, a FIFO or standard input is read up to
 `STREAM_LIMIT` bytes; a named FIFO that no process writes to within `FIFO_WAIT_SECONDS` is an
 error rather than a hang; character and block devices (`/dev/zero`, a terminal) are refused.
 """
@@ -32,10 +32,14 @@ import select
 import signal
 import stat
 import time
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 #: The most bytes read from a pipe, a FIFO or standard input (their size is not known ahead).
 STREAM_LIMIT = 2 << 30
+#: How much of an input `check_head` sees before the rest is read.
+HEAD_BYTES = 64 << 10
+#: Looks at the first bytes of an input and raises if they cannot start a module.
+HeadCheck = Callable[[bytes], None]
 #: How long a named FIFO may stay without a writer (an input) or a reader (an output)
 #: before it is an error.
 FIFO_WAIT_SECONDS = 10.0
@@ -267,9 +271,10 @@ def same_file_key(path: str | os.PathLike[str]) -> tuple | None:
 # Inputs
 
 
-def read_input(path: str | os.PathLike[str]) -> bytes:
+def read_input(path: str | os.PathLike[str], check_head: HeadCheck | None = None) -> bytes:
     """The bytes of the file `path` within the bounds of the module docstring; OSError
-    naming `path` otherwise."""
+    naming `path` otherwise. `check_head` sees the first `HEAD_BYTES` before the rest is
+    read and may raise: a 3 GiB file that is no module is refused on its first bytes."""
     path = os.fspath(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -285,8 +290,11 @@ def read_input(path: str | os.PathLike[str]) -> bytes:
             os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as stream:
             if stat.S_ISREG(mode):
+                if check_head is not None:
+                    check_head(stream.read(HEAD_BYTES))
+                    stream.seek(0)
                 return stream.read()
-            return read_stream(stream, path)
+            return read_stream(stream, path, check_head)
     finally:
         os.close(fd)
 
@@ -307,13 +315,17 @@ def _wait_for_data(fd: int, path: str) -> None:
                      "(to wait longer, pipe it to standard input: cat FIFO | hlo-dedup -)", path)
 
 
-def read_stream(stream: BinaryIO, name: str) -> bytes:
-    """Everything `stream` holds, up to STREAM_LIMIT bytes (more is an OSError naming `name`)."""
+def read_stream(stream: BinaryIO, name: str, check_head: HeadCheck | None = None) -> bytes:
+    """Everything `stream` holds, up to STREAM_LIMIT bytes (more is an OSError naming `name`);
+    `check_head` as for `read_input`, once the first `HEAD_BYTES` (or all) have arrived."""
     chunks: list[bytes] = []
     total = 0
     read = getattr(stream, "read1", stream.read)
     while True:
         chunk = read(_CHUNK)
+        if check_head is not None and (not chunk or total + len(chunk) >= HEAD_BYTES):
+            check_head(b"".join([*chunks, chunk])[:HEAD_BYTES])
+            check_head = None
         if not chunk:
             return b"".join(chunks)
         total += len(chunk)

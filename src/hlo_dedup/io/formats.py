@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Sequence
 
 from ..ir import HloModule
 from ..text import HloParseError, parse_module, parse_modules, split_module_texts
-from .files import STREAM_LIMIT, read_input, read_stream, write_file
+from .files import HEAD_BYTES, STREAM_LIMIT, HeadCheck, read_input, read_stream, write_file
 
 if TYPE_CHECKING:
     from .proto_text import PrintedModule
@@ -49,6 +49,10 @@ SPLIT_MARKER = "// -----"
 
 _PB_SUFFIXES = (".pb",)
 _PBTXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb", ".prototxt")
+#: Gzip data may expand to this many times its size, and to this many bytes whatever its size.
+GZIP_RATIO = 256
+GZIP_FLOOR = 64 << 20
+_GZIP_CHUNK = 1 << 20
 #: Compressed files: the suffix that does not change the format, and gzip's magic bytes.
 GZIP_SUFFIX = ".gz"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -81,13 +85,31 @@ def display_name(path: str | os.PathLike[str]) -> str:
 def read_source(path: str | os.PathLike[str], stdin: BinaryIO | None = None) -> bytes:
     """The bytes of a file, or of standard input for `-`, within the bounds
     `hlo_dedup.io.files` sets (OSError beyond them); gzip data comes back decompressed."""
+    name = display_name(path)
+
+    def check_head(head: bytes) -> None:
+        _refuse_head(head, name, path)
+
     if str(path) == STDIO:
         stream = stdin or sys.stdin.buffer
         _refuse_device_stdin(stream)
-        data = read_stream(stream, "<stdin>")
+        data = read_stream(stream, "<stdin>", check_head)
     else:
-        data = read_input(path)
-    return decompress(data, display_name(path))
+        data = read_input(path, check_head)
+    return decompress(data, name, check_head)
+
+
+def _refuse_head(head: bytes, filename: str, path: str | os.PathLike[str]) -> None:
+    """Refuse an input on its first bytes when no module can start so, before the rest is
+    read or decompressed: a NUL first byte is neither HLO text (the reader's error at 1:1)
+    nor a protobuf field (no field has tag 0)."""
+    if not head.startswith(b"\x00"):
+        return
+    if detect_format(path, head) in ("pb", "pbtxt"):
+        raise FormatError(filename, "not a binary HloSnapshot, HloProto or HloModuleProto "
+                          "(it starts with a NUL byte, which no protobuf field does)")
+    raise HloParseError("unexpected character '\\x00' (the input starts with a NUL byte)",
+                        filename=filename, line=1, column=1)
 
 
 def _refuse_device_stdin(stream: BinaryIO) -> None:
@@ -106,23 +128,50 @@ def without_compression(name: str) -> str:
     return name[: -len(GZIP_SUFFIX)] if name.lower().endswith(GZIP_SUFFIX) else name
 
 
-def decompress(data: bytes, filename: str) -> bytes:
+def decompress(data: bytes, filename: str, check_head: HeadCheck | None = None) -> bytes:
     """`data` itself, or what it decompresses to if it is gzip data (no HLO text or proto
-    starts with gzip's magic bytes: 0x1f is a control character and not a valid proto tag),
-    within the same bound as any input: a small file must not expand without limit."""
+    starts with gzip's magic bytes: 0x1f is a control character and not a valid proto tag).
+    Decompressed a chunk at a time within bounds: the same bound as any input, and at most
+    `GZIP_RATIO` times the compressed size (real modules compress 7-20x; a gzip bomb over
+    1000x); `check_head` sees the first decompressed bytes before the rest is made."""
     if not data.startswith(_GZIP_MAGIC):
         return data
-    import gzip  # here and below: compressed files only, not worth their import on every run
-    import zlib
+    import zlib  # here and below: compressed files only, not worth their import on every run
 
+    bound = min(STREAM_LIMIT, max(GZIP_FLOOR, GZIP_RATIO * len(data)))
+    out: list[bytes] = []
+    total = 0
+    view = memoryview(data)
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
-            out = stream.read(STREAM_LIMIT + 1)
-    except (OSError, EOFError, zlib.error) as exc:
+        while view:  # one gzip member after another, as gzip reads them
+            member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            feed: bytes | memoryview = view
+            while not member.eof:
+                chunk = member.decompress(feed, _GZIP_CHUNK)
+                feed = member.unconsumed_tail
+                if not chunk and not feed:
+                    raise FormatError(filename, "corrupt or truncated gzip data: it ends inside the compressed data")
+                if check_head is not None and chunk:
+                    check_head(chunk[:HEAD_BYTES])
+                    check_head = None
+                total += len(chunk)
+                if total > bound:
+                    raise FormatError(filename, _too_large(bound, len(data)))
+                out.append(chunk)
+            rest = member.unused_data.lstrip(b"\x00")  # gzip allows zero padding after a member
+            if rest and not rest.startswith(_GZIP_MAGIC):
+                raise FormatError(filename, f"corrupt or truncated gzip data: not gzip data after a member ({rest[:2]!r})")
+            view = memoryview(rest)
+    except zlib.error as exc:
         raise FormatError(filename, f"corrupt or truncated gzip data: {exc}") from None
-    if len(out) > STREAM_LIMIT:
-        raise FormatError(filename, f"gzip data expands to more than {STREAM_LIMIT >> 30} GiB")
-    return out
+    return b"".join(out)
+
+
+def _too_large(bound: int, compressed: int) -> str:
+    if bound >= STREAM_LIMIT:
+        return f"gzip data expands to more than {STREAM_LIMIT >> 30} GiB"
+    return (f"gzip data expands to more than {bound >> 20} MiB from {compressed} bytes, over {GZIP_RATIO} "
+            "times its size (a likely gzip bomb; decompress it yourself to read it anyway)")
 
 
 def compress_for(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> Iterable[bytes]:
