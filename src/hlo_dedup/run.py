@@ -117,16 +117,18 @@ def report_outputs(options: RunOptions) -> Iterator[tuple[str, str, Callable[[Ru
     written. `--dot` draws a picture through Graphviz when its name asks for one (`.svg`)."""
     if options.dot:
         from .report.dot import image_format_for, render_dot, render_image  # a plain run never draws
+        from .report.undecodable import ERRORS as UNDECODABLE
 
         image = None if options.dot == STDIO else image_format_for(options.dot)
         if image is None:
-            yield "--dot", options.dot, lambda report: render_dot(report).encode()
+            yield "--dot", options.dot, lambda report: render_dot(report).encode("utf-8", UNDECODABLE)
         else:
             yield "--dot", options.dot, lambda report: render_image(render_dot(report), image)
     if options.report:
         from .report.json import render_json
+        from .report.undecodable import ERRORS as UNDECODABLE
 
-        yield "--report", options.report, lambda report: render_json(report).encode()
+        yield "--report", options.report, lambda report: render_json(report).encode("utf-8", UNDECODABLE)
     if options.html:
         from .report.html import render_html
 
@@ -435,7 +437,7 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
             pass
         return EXIT_OK, None
     if isinstance(exc, OSError):
-        where = getattr(exc, "filename", None) or PROG
+        where = display_name(exc.filename) if getattr(exc, "filename", None) else PROG
         return EXIT_INPUT_ERROR, f"{where}: error: {exc.strerror or exc}"
     if isinstance(exc, ValueError):  # any other malformed input found while reading it
         return EXIT_INPUT_ERROR, f"{name}: error: {one_line(exc)}"

@@ -75,7 +75,21 @@ class FormatError(ValueError):
 
 
 def display_name(path: str | os.PathLike[str]) -> str:
-    return "<stdin>" if str(path) == STDIO else str(path)
+    """A path as messages show it: on one line and inert on a terminal, control characters
+    and bytes that are not UTF-8 (which the file system may hold) spelled as `\\xNN`."""
+    name = "<stdin>" if str(path) == STDIO else os.fspath(path)
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    return _UNPRINTABLE.sub(_spelled, name) if _UNPRINTABLE.search(name) else name
+
+
+#: C0 and C1 controls, DEL, and the lone surrogates `os.fsdecode` makes of undecodable bytes.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\udc80-\udcff]")
+
+
+def _spelled(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00 if code >= 0xDC80 else code:02x}"
 
 
 # ------------------------------------------------------------------------------------------

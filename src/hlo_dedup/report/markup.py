@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from .undecodable import spell
+
 #: A reference to a C1 control (U+0080-U+009F), which HTML reads as a Windows-1252
 #: character: such a control stays as it is.
 _C1_REFERENCE = re.compile(r"&#(12[89]|1[3-5][0-9]);")
@@ -24,7 +26,7 @@ def escape(text: str, quote: bool = True) -> str:
     if quote and ('"' in text or "'" in text):
         text = text.replace('"', "&quot;").replace("'", "&#x27;")
     if not text.isascii():
-        text = text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+        text = spell(text).encode("ascii", "xmlcharrefreplace").decode("ascii")
         if "&#1" in text:
             text = _C1_REFERENCE.sub(lambda m: chr(int(m.group(1))), text)
     return text

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
+from ..io.formats import display_name
 from ..passes import PassResult
 from .model import PHASES, InputResult, RunReport, module_totals, peak_changes
 from .units import human_bytes, human_seconds, plural
@@ -32,7 +33,7 @@ def input_summary(result: InputResult) -> str:
     lines: list[str] = []
     modules = result.modules
     for m in modules:
-        lines.append(f"module {m.name} ({'<stdin>' if m.input == '-' else m.input}"
+        lines.append(f"module {m.name} ({display_name(m.input)}"
                      + (f", #{m.index + 1}" if len(modules) > 1 else "") + "):")
         if not m.passes:
             lines.append("  no passes run")
@@ -137,9 +138,9 @@ def _gather_counts(gathers: list, p: PassResult) -> str:  # noqa: ANN001 - Instr
 def _input_line(r: InputResult) -> str:
     t = module_totals(r.modules)
     if t["modules"] == 1:
-        line = f"{r.input}: {'changed' if t['changed_modules'] else 'unchanged'}"
+        line = f"{display_name(r.input)}: {'changed' if t['changed_modules'] else 'unchanged'}"
     else:
-        line = f"{r.input}: {t['changed_modules']} of {t['modules']} modules changed"
+        line = f"{display_name(r.input)}: {t['changed_modules']} of {t['modules']} modules changed"
     if t["folds"]:
         line += f", {plural(t['folds'], 'fold')}"
     if t["hazards"]:
@@ -200,7 +201,7 @@ def _batch_lines(report: RunReport, errors: Sequence[str]) -> list[str]:
     inputs = report.inputs
     lines = _module_lines(inputs)
     lines += _skipped_line(report)
-    lines += [r.error or f"{r.input}: error: failed" for r in inputs if not r.ok]
+    lines += [r.error or f"{display_name(r.input)}: error: failed" for r in inputs if not r.ok]
     lines += list(errors)
     ok = sum(r.ok for r in inputs)
     read = sum(r.bytes_in for r in inputs)
