@@ -24,7 +24,7 @@ import shlex
 import sys
 from typing import NoReturn, Sequence, TextIO
 
-from . import __version__
+from . import __version__, streams
 from .analysis.budget import parse_budget
 from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
@@ -420,6 +420,7 @@ def entry() -> NoReturn:
     would scan every object of the IR (0.1 s per 20,000 instructions) just before the exit
     that frees them all. Batch mode keeps no IR in this process (its workers do)."""
     gc.disable()
+    streams.prepare()
     status = main()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -9,7 +9,10 @@ that keeps what the user has there (`write_file`):
 * a regular file with several hard links, or owned by someone whose ownership we cannot give
   the new file, or in a directory we may not write: rewritten in place (same inode, mode,
   owner and links; not atomic);
-* a character or block device or a FIFO (`/dev/null`, `/dev/stdout`, a named pipe): opened
+* `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`: written through the
+  descriptor the process holds, whatever it is (a log opened with `>>` is appended to, a pipe
+  is written); never reopened or replaced;
+* a character or block device or a FIFO (`/dev/null`, a named pipe): opened
   and written, never replaced (a FIFO that no process reads within `FIFO_WAIT_SECONDS` is
   an error rather than a hang);
 * a directory, a socket, or a read-only file: an error; nothing is written.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import select
 import signal
 import stat
@@ -61,7 +65,8 @@ class OutputTarget:
     """Where and how an output path is written (see the module docstring).
 
     `how`: "replace" (temporary file + rename over `target`), "in_place" (truncate and
-    write `target`) or "stream" (open and write: a device or FIFO). `target` is `path` with
+    write `target`), "stream" (open and write: a device or FIFO) or "descriptor" (write
+    through descriptor `target`, which the process holds: `/dev/stdout`, `/dev/fd/N`). `target` is `path` with
     symbolic links resolved; `existing` its status, None for a new file.
     """
 
@@ -78,9 +83,33 @@ def _directory_of(path: str) -> str:
     return os.path.dirname(path) or "."
 
 
+#: Names of a descriptor this process already holds: `/dev/stdout`, `/dev/fd/3`, ...
+_DESCRIPTOR_PATH = re.compile(r"/dev/(?:(stdout)|(stderr)|fd/(\d{1,9}))|/proc/(?:self|thread-self|\d{1,9})/fd/(\d{1,9})")
+
+
+def _descriptor_named(path: str) -> int | None:
+    """The descriptor a path names when it is one of ours (`-o /dev/stdout >> log` must
+    append to the log through descriptor 1, not replace the file it points to)."""
+    m = _DESCRIPTOR_PATH.fullmatch(path)
+    if m is None:
+        return None
+    if m.group(1) or m.group(2):
+        return 1 if m.group(1) else 2
+    if path.startswith("/proc/") and not path.startswith(("/proc/self/", "/proc/thread-self/", f"/proc/{os.getpid()}/")):
+        return None  # another process's descriptor: only its file can be written
+    return int(m.group(3) or m.group(4))
+
+
 def check_output(path: str | os.PathLike[str]) -> OutputTarget:
     """How `path` would be written; OSError (naming `path`) if it cannot be."""
     path = os.fspath(path)
+    fd = _descriptor_named(path)
+    if fd is not None:
+        try:
+            existing = os.fstat(fd)
+        except OSError:
+            raise _error(errno.EBADF, f"cannot write: descriptor {fd} is not open", path) from None
+        return OutputTarget(path, str(fd), "descriptor", existing)
     target = os.path.realpath(path) if os.path.islink(path) else path
     try:
         existing = os.stat(target)
@@ -182,6 +211,8 @@ def _open_fifo_for_writing(plan: OutputTarget, flags: int) -> int:
 
 def _write_through(plan: OutputTarget, chunks: Iterable[bytes]) -> int:
     flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    if plan.how == "descriptor":  # as the caller opened it: appended to where it appends
+        return _write_all(int(plan.target), chunks)
     if plan.how == "stream":  # devices and FIFOs: written through, never replaced
         existing = plan.existing
         if existing is not None and stat.S_ISFIFO(existing.st_mode):
