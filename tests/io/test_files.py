@@ -31,7 +31,7 @@ def _same_random_name(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
 def test_a_name_already_taken_is_left_alone_and_another_is_drawn(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out.hlo"
-    taken = tmp_path / f".out.hlo.{'00' * 6}.tmp"
+    taken = tmp_path / f".out.hlo.{os.getpid()}.{'00' * 6}.hlo-dedup.tmp"
     taken.write_text("someone else's\n")
     asked = _same_random_name(monkeypatch, 1)
     write_file(out, "HloModule m\n")
@@ -43,7 +43,7 @@ def test_a_name_already_taken_is_left_alone_and_another_is_drawn(tmp_path: Path,
 
 def test_no_free_name_is_an_error_naming_the_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out.hlo"
-    (tmp_path / f".out.hlo.{'00' * 6}.tmp").write_text("taken\n")
+    (tmp_path / f".out.hlo.{os.getpid()}.{'00' * 6}.hlo-dedup.tmp").write_text("taken\n")
     _same_random_name(monkeypatch, 10**6)
     with pytest.raises(OSError) as info:
         write_file(out, "HloModule m\n")
@@ -59,3 +59,48 @@ def test_a_new_output_gets_the_mode_the_umask_allows(tmp_path: Path) -> None:
     finally:
         os.umask(umask)
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
+
+
+def test_an_output_name_of_255_bytes_is_written(tmp_path: Path) -> None:
+    for length in (238, 250, 255):
+        out = tmp_path / ("x" * (length - 4) + ".hlo")
+        write_file(out, "HloModule m\n")
+        assert out.read_text() == "HloModule m\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_dead_writers_temporary_is_removed_and_a_live_ones_kept(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".out.hlo.{int(dead.stdout)}.{'ab' * 6}.hlo-dedup.tmp"
+    live = tmp_path / f".out.hlo.{os.getppid()}.{'cd' * 6}.hlo-dedup.tmp"
+    other = tmp_path / f".other.hlo.{int(dead.stdout)}.{'ab' * 6}.hlo-dedup.tmp"
+    for p in (stale, live, other):
+        p.write_text("a fragment\n")
+    write_file(tmp_path / "out.hlo", "HloModule m\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "out.hlo"])
+
+
+def test_a_full_disk_leaves_an_in_place_output_unchanged(tmp_path: Path) -> None:
+    # In place (a file with two links): the space is reserved before a byte is overwritten.
+    import shutil
+    import subprocess
+
+    if not (shutil.which("mount") and os.geteuid() == 0):
+        pytest.skip("needs root to mount a small tmpfs")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        out = mnt / "out.hlo"
+        out.write_text("HloModule old\n")
+        os.link(out, mnt / "link.hlo")
+        with pytest.raises(OSError) as info:
+            write_file(out, "HloModule m\n" + "// padding\n" * 20_000)
+        assert info.value.errno == errno.ENOSPC and info.value.filename == str(out)
+        assert out.read_text() == "HloModule old\n" == (mnt / "link.hlo").read_text()
+    finally:
+        subprocess.run(["umount", str(mnt)])

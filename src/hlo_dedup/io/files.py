@@ -223,34 +223,93 @@ def _write_through(plan: OutputTarget, chunks: Iterable[bytes]) -> int:
             return _write_all(fd, chunks)
         finally:
             os.close(fd)
+    data = b"".join(chunks)
     with signals_held():  # a half-written file is what a signal here would leave
-        fd = os.open(plan.target, flags | os.O_TRUNC)
+        fd = os.open(plan.target, flags)
         try:
-            written = _write_all(fd, chunks)
+            _reserve(fd, len(data), plan.path)
+            written = _write_all(fd, (data,))
+            os.ftruncate(fd, written)
             os.fsync(fd)
         finally:
             os.close(fd)
     return written
 
 
+def _reserve(fd: int, size: int, path: str) -> None:
+    """Make sure `size` bytes fit in the file before any of its bytes is overwritten: a full
+    disk then refuses the write instead of leaving a fragment where the file was."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    try:
+        os.posix_fallocate(fd, 0, max(size, 1))
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENODEV, errno.ESPIPE):
+            return  # a file system without reservations: written as before
+        raise _error(exc.errno or errno.ENOSPC, f"{exc.strerror or exc}: not written, the file is unchanged", path) from None
+
+
 #: Names tried for a temporary file before giving up (each one random: a clash is rare).
 _TEMPORARY_NAME_ATTEMPTS = 100
 
 
+#: What ends a temporary file's name; with the writer's process id before it, a later run
+#: recognises the temporaries of writers that died (SIGKILL) and removes them.
+TEMPORARY_SUFFIX = ".hlo-dedup.tmp"
+_NAME_MAX = 255
+
+
+def _temporary_stem(target: str) -> str:
+    """`.NAME.` for the temporaries beside `target`, NAME cut so that the whole name stays
+    within 255 bytes (an output name of 238-255 bytes was refused)."""
+    name = os.fsencode(os.path.basename(target))
+    room = _NAME_MAX - len(b"..") - len(b"4194304.") - 12 - len(TEMPORARY_SUFFIX) - 1
+    if len(name) > room:
+        name = name[:room]
+    return "." + os.fsdecode(name) + "."
+
+
 def _create_temporary(target: str) -> tuple[int, str]:
-    """A new empty file beside `target`, `.NAME.<random>.tmp`, readable and writable by its
-    owner only, and its descriptor: `tempfile.mkstemp`'s contract, whose module would add
-    shutil, random and the compression modules to every run's start-up."""
-    directory, name = _directory_of(target), os.path.basename(target)
+    """A new empty file beside `target`, `.NAME.PID.<random>.hlo-dedup.tmp`, readable and
+    writable by its owner only, and its descriptor: `tempfile.mkstemp`'s contract, whose
+    module would add shutil, random and the compression modules to every run's start-up.
+    Temporaries that writers which died left for the same target are removed first."""
+    directory, stem = _directory_of(target), _temporary_stem(target)
+    _remove_stale_temporaries(directory, stem)
     flags = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
              | getattr(os, "O_BINARY", 0))
     for _ in range(_TEMPORARY_NAME_ATTEMPTS):
-        path = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
+        path = os.path.join(directory, f"{stem}{os.getpid()}.{os.urandom(6).hex()}{TEMPORARY_SUFFIX}")
         try:
             return os.open(path, flags, 0o600), path
         except FileExistsError:
             continue
     raise _error(errno.EEXIST, "no unused temporary file name", target)
+
+
+def _remove_stale_temporaries(directory: str, stem: str) -> None:
+    """Remove `stem` temporaries whose writer is gone (only ours: the suffix and a process
+    id say so; a live writer's, or one we may not signal, stays)."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(stem) and n.endswith(TEMPORARY_SUFFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(stem):].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
 
 
 def _replace(plan: OutputTarget, chunks: Iterable[bytes]) -> int:
