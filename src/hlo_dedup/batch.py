@@ -49,6 +49,7 @@ from typing import Sequence, TextIO
 
 from .io.discovery import Discovery, Skipped, discover
 from .io.formats import FormatError
+from .lifetime import exit_with_parent
 from .report import (
     EXIT_INPUT_ERROR,
     EXIT_INTERRUPTED,
@@ -347,8 +348,10 @@ def _run_until_broken(queue: Sequence[Task], options: RunOptions, workers: int,
 
 def _worker_init() -> None:
     """Ctrl-C reaches every process of the terminal's group: the workers leave it to the
-    main process, which stops them (an interrupted write leaves nothing: see io.files)."""
+    main process, which stops them (an interrupted write leaves nothing: see io.files).
+    A main process killed outright cannot stop them: they end when it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
 
 
 def _workers(pool: ProcessPoolExecutor) -> list:
