@@ -427,7 +427,7 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
         return EXIT_INPUT_ERROR, exc.format()
     if isinstance(exc, HloIrError):  # a structurally invalid module found while reading it
         return EXIT_INPUT_ERROR, f"{name}: error: {one_line(exc)}"
-    if isinstance(exc, BrokenPipeError):
+    if isinstance(exc, BrokenPipeError) and _stdout_reader_left():
         # The reader went away (`hlo-dedup x.hlo -o - | head`): it had what it wanted, so the
         # run stops quietly and succeeds, as it did when the output was one write.
         try:
@@ -451,6 +451,19 @@ def describe_failure(exc: BaseException, name: str, verbose: bool, log: TextIO) 
         traceback.print_exception(exc, file=log)
     return EXIT_PASS_FAILED, (f"{PROG}: internal error: {type(exc).__name__}: {one_line(exc)} "
                               "(run with --v=1 for the traceback)")
+
+
+def _stdout_reader_left() -> bool:
+    """Standard output is a pipe whose reading end is closed (what a broken pipe means to
+    a command); a broken pipe elsewhere, such as to a worker process, is an error."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def write_line(stream: TextIO, line: str) -> None:

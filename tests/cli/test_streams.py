@@ -64,3 +64,27 @@ def test_dev_stdout_through_a_pipe_and_a_numbered_descriptor(tmp_path: Path) -> 
     assert proc.returncode == 0 and (tmp_path / "fd7.hlo").read_text() == MODULE.read_text()
     proc = shell("$H $M -o /dev/fd/9", tmp_path)
     assert (proc.returncode, proc.stderr) == (2, "/dev/fd/9: error: cannot write: descriptor 9 is not open\n")
+
+
+def test_a_broken_pipe_is_success_only_when_stdouts_reader_left(tmp_path: Path) -> None:
+    big = tmp_path / "big.hlo"
+    big.write_text(MODULE.read_text().replace("HloModule", "// " + "x" * (1 << 20) + "\nHloModule", 1))
+    reader = subprocess.Popen([*COMMAND, str(big), "--passes=", "-o", "-"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    assert reader.stdout.read(10) == b"// xxxxxxx"  # type: ignore[union-attr]
+    reader.stdout.close()  # type: ignore[union-attr]  # the reader leaves, as `| head` does
+    assert reader.wait(timeout=60) == 0
+    assert b"error" not in reader.stderr.read()  # type: ignore[union-attr]
+    # A pipe to something else (a worker that could not start) broke: that is an error.
+    from hlo_dedup.run import describe_failure
+
+    r, w = os.pipe()
+    saved = os.dup(1)
+    try:
+        os.dup2(w, 1)
+        status, line = describe_failure(BrokenPipeError(32, "Broken pipe"), "in.hlo", False, sys.stderr)
+    finally:
+        os.dup2(saved, 1)
+        for fd in (r, w, saved):
+            os.close(fd)
+    assert (status, line) == (2, "hlo-dedup: error: Broken pipe")
