@@ -89,6 +89,20 @@ def test_computation_must_be_defined_before_use() -> None:
     assert "unknown computation 'later'" in err.message
 
 
+@pytest.mark.parametrize("call", ["call(p), to_apply=c", "while(p), condition=c, body=c",
+                                  "conditional(b, p, p), true_computation=d, false_computation=c"])
+def test_a_computation_that_calls_itself_is_refused_as_xla_refuses_it(call: str) -> None:
+    # XLA registers a computation once it is read: a call graph holds no cycle, and every
+    # analysis walking it may rely on that.
+    text = (H + "d {\n  ROOT q = f32[2] parameter(0)\n}\n\nc {\n  p = f32[2] parameter(0)\n  b = pred[] constant(true)\n"
+            f"  ROOT r = f32[2] {call}\n}}\n\nENTRY e {{\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), to_apply=c\n}}\n")
+    err = parse_error(text)
+    line = text.splitlines()[err.line - 1]
+    assert line == f"  ROOT r = f32[2] {call}"
+    assert line[err.column - 2:err.column] == "=c"  # the first name of c in the line
+    assert err.message.startswith("computation 'c' calls itself (a call graph has no cycles)")
+
+
 def test_unknown_opcode() -> None:
     text = H + "ENTRY e {\n  p = f32[] parameter(0)\n  ROOT a = f32[] frobnicate(p)\n}\n"
     err = parse_error(text)

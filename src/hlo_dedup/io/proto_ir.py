@@ -118,7 +118,7 @@ class _Builder:
                 inst = objects[i] = make(names[i], opcodes[i], shapes[i], uses, payloads[i],  # type: ignore[arg-type]
                                          (_LEAD, start, tail_start, end, True))
                 if refs[i]:  # bound before the line is added, as the reader does
-                    bind_references(module, computation.get_instruction, inst, refs[i], _not_sure)
+                    bind_references(module, computation, computation.get_instruction, inst, refs[i], _not_sure)
                 append(inst)
             computation.root = objects[sequence[root_line]]
             computation.parameters = [objects[p] for p in parameters]  # type: ignore[misc]

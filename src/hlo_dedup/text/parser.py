@@ -534,20 +534,23 @@ class _Parser:
     ) -> None:
         """Bind called computations and control predecessors named in the attributes."""
         assert self.module is not None
-        bind_references(self.module, state.lookup, inst, attrs, self._unknown_reference)
+        bind_references(self.module, state.comp, state.lookup, inst, attrs, self._unknown_reference)
 
     def _unknown_reference(self, offset: int, message: str) -> NoReturn:
         raise self.error(offset, message)
 
 
-def bind_references(module: HloModule, lookup: Callable[[str], HloInstruction | None], inst: HloInstruction,
-                    attrs: Iterable[tuple[str, str, int]], unknown: Callable[[int, str], NoReturn]) -> None:
-    """Bind what `inst`'s attributes `(key, raw value, offset)` name, in their order: the
-    computations it calls (a fusion's become fusion computations) and its control
-    predecessors (found by `lookup` among the lines read before), an edge named twice once,
-    as AddControlDependencyTo. `unknown(offset, message)` raises for a name bound to
-    nothing. The text reader and the proto reader's direct build share it, so the two
-    build the same edges."""
+def bind_references(module: HloModule, caller: HloComputation, lookup: Callable[[str], HloInstruction | None],
+                    inst: HloInstruction, attrs: Iterable[tuple[str, str, int]],
+                    unknown: Callable[[int, str], NoReturn]) -> None:
+    """Bind what `inst` (of `caller`) names in its attributes `(key, raw value, offset)`, in
+    their order: the computations it calls (a fusion's become fusion computations) and its
+    control predecessors (found by `lookup` among the lines read before), an edge named
+    twice once, as AddControlDependencyTo. `unknown(offset, message)` raises for a name
+    bound to nothing, and for `caller` itself: as in XLA, a computation exists for calls
+    only once it is read, so the call graph has no cycle (every analysis relies on that).
+    The text reader and the proto reader's direct build share it, so the two build the
+    same edges."""
     for key, raw, off in attrs:
         if key in _CALLED_KEYS:
             callees = []
@@ -555,6 +558,8 @@ def bind_references(module: HloModule, lookup: Callable[[str], HloInstruction | 
                 callee = module.get_computation(cname)
                 if callee is None:
                     unknown(coff, f"unknown computation {cname!r}")
+                if callee is caller:
+                    unknown(coff, f"computation {cname!r} calls itself (a call graph has no cycles)")
                 callees.append(callee)
                 if inst.opcode == "fusion" and key == "calls":
                     callee.fusion_instruction = inst
