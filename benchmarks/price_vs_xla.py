@@ -1,6 +1,6 @@
 """The model's price of the folds against XLA's own peak, on unscheduled JAX modules.
 
-    python benchmarks/price_vs_xla.py            # the table in benchmarks/README.md, ~2 min on 2 cores
+    python benchmarks/price_vs_xla.py            # the table in benchmarks/README.md, ~1 min on 2 cores
     python benchmarks/price_vs_xla.py --quick    # the same programs with 1/16 of the weights
 
 Each program is lowered for 8 devices (`jax.jit(f).lower(...).as_text(dialect="hlo")`:
@@ -157,15 +157,15 @@ def scan_remat(d: int, batch: int) -> str:
 
 
 def programs(scale: int) -> list[tuple[str, str, Callable[[], str]]]:
-    """(name, weight size, lowering) at 1/`scale` of the full width."""
-    small, large = 1024 // scale, 2048 // scale
+    """(name, one weight's bytes, lowering) at 1/`scale` of the full width (weights of 1-64 MiB)."""
+    tiny, small, large, huge = (width // scale for width in (512, 1024, 2048, 4096))
     size = lambda d, dtype_bytes=4: human_bytes(d * d * dtype_bytes)  # noqa: E731
     return [
         ("fsdp-remat-4", size(small), lambda: fsdp_remat(small, 512 // scale)),
-        ("tied-inference", size(large), lambda: tied_inference(large, 256 // scale)),
+        ("tied-inference", size(huge), lambda: tied_inference(huge, 256 // scale)),
         ("tied-fused-tail", size(small), lambda: tied_fused_tail(small)),
         ("tied-remat-train", size(large), lambda: tied_remat_train(large, 256 // scale)),
-        ("scan-remat", size(small), lambda: scan_remat(small, 512 // scale)),
+        ("scan-remat", size(tiny), lambda: scan_remat(tiny, 512 // scale)),
         ("fsdp-remat-4-bf16", size(large, 2), lambda: fsdp_remat(large, 512 // scale, jnp.bfloat16)),
     ]
 
