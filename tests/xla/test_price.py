@@ -3,7 +3,8 @@
 `tied_behind_barrier.hlo` gathers one weight for its first and last matmul, the second gather
 behind an optimization barrier that holds a late activation: folding it keeps the first
 gather's 64 KiB result live across the wide middle, which XLA's peak shows.
-`fsdp_remat_grad.hlo` (jax, FSDP under jax.checkpoint) is a module where the model's estimate
+`three_tied_behind_barrier.hlo` does that for three weights, but XLA's placement absorbs two
+of the longer live ranges: one fold dropped is enough. `fsdp_remat_grad.hlo` (jax, FSDP under jax.checkpoint) is a module where the model's estimate
 and XLA disagree: the model prices its folds as a rise, XLA's peak falls.
 """
 
@@ -22,6 +23,7 @@ from hlo_dedup.report.json import load_schema
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TIED = DATA / "price" / "tied_behind_barrier.hlo"
+THREE_TIED = DATA / "price" / "three_tied_behind_barrier.hlo"
 FSDP_REMAT = DATA / "jax" / "fsdp_remat_grad.hlo"
 GATHER_BYTES = 128 * 128 * 4  # the tied weight, gathered
 PARAMETER_BYTES = (64 * 128 + 16 * 128 + 128 * 1024) * 4  # live for the whole program
@@ -80,6 +82,28 @@ def test_an_xla_budget_drops_the_fold_that_raises_the_peak(tmp_path: Path, xla_c
     refused = [g for g in module["all_gathers"] if g["fate"] == "refused"]
     assert [g["name"] for g in refused] == ["again"] and "XLA:CPU's peak" in refused[0]["reason"]
     assert "1 fold dropped" in err
+
+
+def test_the_bisection_drops_the_fewest_folds_largest_estimate_first(tmp_path: Path, xla_client) -> None:  # noqa: ANN001
+    status, unbudgeted, _ = run(tmp_path, THREE_TIED, "--report-only")
+    assert status == 0
+    # The model's price of each fold: (peak rise, live-range extension); r1's gather lives longest.
+    estimates = {f["removed"]: (f["memory"]["peak_bytes_after"] - f["memory"]["peak_bytes_before"],
+                                f["memory"]["live_range_extension"])
+                 for f in unbudgeted["modules"][0]["passes"][1]["folds"]}
+    assert max(estimates, key=estimates.get) == "r1" and min(rise for rise, _ in estimates.values()) > 0
+    status, model, _ = run(tmp_path, THREE_TIED, "--report-only", "--max-peak-increase", "0")
+    assert status == 0
+    assert sorted(g["name"] for g in model["modules"][0]["all_gathers"] if g["fate"] == "refused") == ["r1", "r2", "r3"]
+    status, report, err = run(tmp_path, THREE_TIED, "--report-only", "--price=xla", "--max-peak-increase", "0")
+    assert status == 0, err
+    (module,) = report["modules"]
+    price = module["xla_price"]
+    assert price["folds_dropped"] == [{"computation": "main", "removed": "r1"}]
+    assert sorted(f["removed"] for f in module["passes"][1]["folds"]) == ["r2", "r3"]
+    assert price["within_budget"] is True and price["peak_increase_bytes"] <= 0
+    # before, every fold, one fold dropped (every fold dropped is the module as read: no compile)
+    assert price["compiles"] == 3
 
 
 def test_xla_not_the_model_decides_the_budget(tmp_path: Path, xla_client) -> None:  # noqa: ANN001

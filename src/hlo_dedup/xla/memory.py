@@ -113,8 +113,7 @@ def _compile(hlo_text: str, replicas: int, partitions: int, disabled_passes: str
 def _owners(scheduled_text: str) -> dict[str, str]:
     """Instruction name -> the computation of the compiled module that defines it."""
     owners: dict[str, str] = {}
-    headers = [(m.start(), m.group(1)) for m in _COMPUTATION.finditer(scheduled_text)
-               if not m.group(0).startswith("HloModule")]
+    headers = [(m.start(), m.group(1)) for m in _COMPUTATION.finditer(scheduled_text)]
     bounds = [start for start, _ in headers] + [len(scheduled_text)]
     for (start, name), end in zip(headers, bounds[1:]):
         for m in _INSTRUCTION.finditer(scheduled_text, start, end):
