@@ -365,6 +365,7 @@ def _price_with_xla(befores: list[str], modules: list, runs: list[ModuleRun], op
             pipeline = Pipeline.from_names(options.passes, strict=options.strict, refused_folds=refused)
             return again, pipeline.run(again).passes
 
+        started = time.perf_counter()
         try:
             modules[index], run.passes, run.xla_price = price_with_xla(
                 before, module, run.passes, rerun, options.max_peak_increase)
@@ -374,6 +375,7 @@ def _price_with_xla(befores: list[str], modules: list, runs: list[ModuleRun], op
         except XlaError as exc:
             return EXIT_INPUT_ERROR, (f"{name}: error: --price=xla: XLA:CPU cannot compile module "
                                       f"{module.name}: {one_line(exc)}")
+        run.xla_price["seconds"] = round(time.perf_counter() - started, 6)  # within the passes' time
     return None
 
 

@@ -12,7 +12,7 @@
         "verify": {"status": "equal", "summary", ...},        # with --verify only
         "xla_price": {"peak_bytes_before", "peak_bytes_after", "peak_increase_bytes",
                       "allocated_bytes_before", "allocated_bytes_after", "computations": [...],
-                      "compiles", "folds_dropped": [...], "within_budget"},  # --price=xla only
+                      "compiles", "folds_dropped": [...], "within_budget", "seconds"},  # --price=xla only
         "passes": [{
           "name": "...", "changed": true, "seconds": 0.0008,
           "folds": [{"computation", "kept", "removed", "key": {...}, "bytes_output",

@@ -68,7 +68,8 @@ def xla_price_lines(price: dict) -> list[str]:
     before, after = price["peak_bytes_before"], price["peak_bytes_after"]
     lines = [f"  XLA:CPU peak {human_bytes(before)} -> {human_bytes(after)} ({signed_bytes(after - before)}), "
              f"allocated {human_bytes(price['allocated_bytes_before'])} -> "
-             f"{human_bytes(price['allocated_bytes_after'])} ({plural(price['compiles'], 'compile')})"]
+             f"{human_bytes(price['allocated_bytes_after'])} ({plural(price['compiles'], 'compile')}, "
+             f"{human_seconds(price['seconds'])})"]
     for c in price["computations"][:MAX_LISTED]:
         lines.append(f"    {c['computation']}: {human_bytes(c['peak_bytes_before'])} -> "
                      f"{human_bytes(c['peak_bytes_after'])}")

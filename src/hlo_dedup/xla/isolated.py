@@ -197,7 +197,13 @@ def entry_parameters(hlo_text: str) -> list[tuple[Any, str]]:
     return _call("entry_parameters", hlo_text)
 
 
+#: Devices of a child started to ask what a module needs: enough for most, so that the
+#: compile that follows rarely needs a second child (jax's start-up is seconds).
+_MEMORY_DEVICES = 8
+
+
 def xla_memory(hlo_text: str, spmd: bool | None = None) -> dict[str, Any]:
     """XLA:CPU's memory figures for the module (`hlo_dedup.xla.memory.measure`), in a child
     with the devices the module needs."""
-    return _call("xla_memory", hlo_text, spmd, devices=_call("device_count", hlo_text))
+    devices = _call("device_count", hlo_text, devices=_MEMORY_DEVICES)
+    return _call("xla_memory", hlo_text, spmd, devices=devices)
