@@ -83,12 +83,14 @@ its memory-minimizing scheduler) and reports XLA's peak before and after, for th
 each compiled computation whose peak changed. With --max-peak-increase the budget is then
 the module's XLA peak rise: the passes run without the model's budget; if XLA's peak rises
 by more, the folds are ordered by the model's estimated rise and a bisection finds the
-fewest to drop (the passes rerun with them refused), which costs 3 + about log2(folds)
-compiles per module over budget (2 otherwise). Needs the xla extra; a module XLA:CPU cannot
+fewest to drop (the passes rerun with them refused), which costs at most 3 +
+ceil(log2(folds)) compiles per module over budget (2 otherwise; a text compiled once is
+not compiled again). Needs the xla extra; a module XLA:CPU cannot
 compile is an error (exit 2).
 
 exit status: 0 success, 1 a pass failed or --verify found a difference (nothing written),
-2 usage, I/O or parse error, or a module --verify could not run on XLA:CPU.
+2 usage, I/O or parse error, or a module --verify could not run (or --price=xla could not
+compile) on XLA:CPU.
 In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0;
 skipped files are not failures.
 """
