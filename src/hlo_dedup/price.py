@@ -10,11 +10,13 @@ the module's and each compiled computation's whose peak changed.
 
 With a budget, a module whose XLA peak rises by more than it gets some folds dropped: the
 folds are ordered by the model's estimate (largest estimated rise first), and a bisection
-finds the fewest of them to refuse so that XLA's peak rises by at most the budget, each try
-being the passes run again on the module as read with those folds refused, and compiled.
-That costs two compiles (before, after), one with every fold refused, and at most
-ceil(log2(folds)) more; a module text compiled once is not compiled again. If even that leaves the peak over the budget (another pass raised it), every fold
-stays refused and the report says the budget was not met.
+over how many of them to refuse finds the fewest that keep XLA's peak rise within the budget
+(it takes dropping more folds never to raise the peak), each try being the passes run again
+on the module as read with those folds refused, and compiled. That costs two compiles
+(before, after), one with every fold refused, and at most ceil(log2(folds)) more; a module
+text compiled once is not compiled again. If even every fold refused leaves the peak over
+the budget (another pass raised it), every fold stays refused and the report says the budget
+was not met.
 
 jax is imported only in the XLA child process: this module is part of the pure-Python core's
 command path.

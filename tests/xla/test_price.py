@@ -4,8 +4,9 @@
 behind an optimization barrier that holds a late activation: folding it keeps the first
 gather's 64 KiB result live across the wide middle, which XLA's peak shows.
 `three_tied_behind_barrier.hlo` does that for three weights, but XLA's placement absorbs two
-of the longer live ranges: one fold dropped is enough. `fsdp_remat_grad.hlo` (jax, FSDP under jax.checkpoint) is a module where the model's estimate
-and XLA disagree: the model prices its folds as a rise, XLA's peak falls.
+of the longer live ranges: one fold dropped is enough. `fsdp_remat_grad.hlo` (jax, FSDP
+under jax.checkpoint) is a module where the model's estimate and XLA disagree: the model
+prices its folds as a rise, XLA's peak falls.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""XLA's parser, printer and proto conversion for the command, in a child process.
+"""XLA's parser, printer, proto conversion and memory figures for the command, in a child process.
 
 An XLA CHECK failure aborts the process it happens in (`reshape` of f32[6] to f32[5] written
 as `.pb`), a deep shape overflows the stack, and XLA logs RET_CHECK stack traces straight to
