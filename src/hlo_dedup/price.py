@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from .ir import HloModule
-from .passes import FoldRecord, PassResult
+from .passes import FoldRecord, NeuronAllGatherDuplicateRemover, PassResult
 
 PRICES = ("model", "xla")
 
@@ -68,7 +68,7 @@ def price_with_xla(before_text: str, module: HloModule, passes: list[PassResult]
     before = compile_(before_text)
     after = compile_(module.to_text())
     dropped: list[FoldRecord] = []
-    folds = [f for p in passes for f in p.folds if f.pass_name == "neuron_all_gather_duplicate_remover"]
+    folds = [f for p in passes for f in p.folds if f.pass_name == NeuronAllGatherDuplicateRemover.name]
     rise = after["peak_bytes"] - before["peak_bytes"]
     if budget is not None and rise > budget and folds:
         order = sorted(folds, key=estimated_rise, reverse=True)  # stable: ties in the order they were made
