@@ -53,7 +53,8 @@ class _Stream:
 
 
 def test_xla_price_reports_the_peak_a_fold_raises(tmp_path: Path, xla_client) -> None:  # noqa: ANN001
-    status, report, err = run(tmp_path, TIED, "--report-only", "--price=xla")
+    page = tmp_path / "page.html"
+    status, report, err = run(tmp_path, TIED, "--report-only", "--price=xla", "--html", page)
     assert status == 0, err
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(report, load_schema())
@@ -68,7 +69,10 @@ def test_xla_price_reports_the_peak_a_fold_raises(tmp_path: Path, xla_client) ->
     assert price["compiles"] == 2 and price["folds_dropped"] == [] and price["within_budget"] is None
     (entry,) = price["computations"]
     assert entry["peak_bytes_after"] - entry["peak_bytes_before"] == price["peak_increase_bytes"]
-    assert "XLA:CPU peak" in err and f"(+{price['peak_increase_bytes'] // 1024}.0 KiB)" in err
+    rise = f"+{price['peak_increase_bytes'] // 1024}.0 KiB"
+    assert "XLA:CPU peak" in err and f"({rise})" in err
+    section = page.read_text().split('<div class="xla-price">', 1)[1].split("</div>", 1)[0]
+    assert f"<td><code>{entry['computation']}</code></td>" in section and section.count(rise) == 2
 
 
 def test_an_xla_budget_drops_the_fold_that_raises_the_peak(tmp_path: Path, xla_client) -> None:  # noqa: ANN001
