@@ -234,7 +234,7 @@ def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOpti
         options.passes, strict=options.strict, spmd=options.spmd, inputs=done,
         max_peak_increase=options.max_peak_increase,
         batch=BatchInfo(tuple(arguments), output_dir, workers, wall, tuple(skipped)),
-        report_only=options.report_only,
+        report_only=options.report_only, price=options.price,
     )
 
     errors = write_report_outputs(report, options, stdout)

@@ -4,7 +4,7 @@
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
               [--dot=FILE.dot] [--html=FILE.html] [--strict] [--max-peak-increase=BYTES]
-              [--spmd | --no-spmd] [--verify] [--report-only]
+              [--spmd | --no-spmd] [--verify] [--report-only] [--price=model|xla]
     hlo-dedup INPUT... (--output-dir OUT | --report-only) [-j N] [--stage REGEX]
               [--module REGEX] [the options above]                       (batch mode)
     hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--json]
@@ -29,6 +29,7 @@ from .analysis.budget import parse_budget
 from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
 from .passes.registry import unknown_pass_message
+from .price import PRICES
 from .report import EXIT_INPUT_ERROR, EXIT_OK
 from .run import PROG, RunOptions, UsageError, describe_failure, one_line, run_file, signals_interrupt, write_line
 
@@ -77,8 +78,19 @@ module, its stages in pipeline order.
   --module REGEX   only modules whose name (or Neuron cache key MODULE_<h>+<h>) matches REGEX
   --report-only    run everything and write --report/--dot, but no module output
 
+--price=xla compiles each module on XLA:CPU as read and as rewritten (XLA's own CSE off,
+its memory-minimizing scheduler) and reports XLA's peak before and after, for the module and
+each compiled computation whose peak changed. With --max-peak-increase the budget is then
+the module's XLA peak rise: the passes run without the model's budget; if XLA's peak rises
+by more, the folds are ordered by the model's estimated rise and a bisection finds the
+fewest to drop (the passes rerun with them refused), which costs at most 3 +
+ceil(log2(folds)) compiles per module over budget (2 otherwise; a text compiled once is
+not compiled again). Needs the xla extra; a module XLA:CPU cannot
+compile is an error (exit 2).
+
 exit status: 0 success, 1 a pass failed or --verify found a difference (nothing written),
-2 usage, I/O or parse error, or a module --verify could not run on XLA:CPU.
+2 usage, I/O or parse error, or a module --verify could not run (or --price=xla could not
+compile) on XLA:CPU.
 In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0;
 skipped files are not failures.
 """
@@ -161,7 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="refuse hazardous all-gather folds (and report them as refused)")
     parser.add_argument("--max-peak-increase", type=_byte_count, metavar="BYTES",
                         help="refuse all-gather folds that would raise their computation's estimated "
-                             "peak memory by more than BYTES (0, 512KiB, 64MiB, 1.5GiB, ...)")
+                             "peak memory by more than BYTES (0, 512KiB, 64MiB, 1.5GiB, ...); with "
+                             "--price=xla, the module's peak on XLA:CPU (see below)")
+    parser.add_argument("--price", choices=PRICES, default="model",
+                        help="who prices the folds in memory: model (default; the pure-Python "
+                             "estimate) or xla (compile each module before and after on XLA:CPU and "
+                             "report XLA's own peaks; needs the xla extra)")
     parser.add_argument("--spmd", action=argparse.BooleanOptionalAction, default=True,
                         help="read modules as SPMD programs (default); --no-spmd is XLA's text-loader default")
     parser.add_argument("--verify", action="store_true",
@@ -218,6 +235,7 @@ def options_from_args(args: argparse.Namespace, command_line: str = "") -> RunOp
         report_only=args.report_only,
         html=args.html,
         command_line=command_line,
+        price=args.price,
     )
 
 

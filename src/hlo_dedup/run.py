@@ -91,20 +91,23 @@ class RunOptions(FrozenRecord):
     `output_format` None: from each output's name. `report`, `dot` and `html` name the run's
     aggregate outputs (`-`: standard output); they cover every module of the run.
     `report_only`: run everything but write no module output (the aggregate outputs still are).
-    `max_peak_increase`: bytes; folds raising a peak by more are refused.
+    `max_peak_increase`: bytes; folds raising a peak by more are refused. `price`: who prices
+    the folds in memory, `model` (the pure-Python estimate, fold by fold) or `xla` (XLA:CPU
+    compiles each module before and after; the budget is then decided with its peaks, see
+    `hlo_dedup.price`).
     `command_line` is the command as typed, for the page to say what produced it.
     """
 
     __slots__ = ("passes", "input_format", "output_format", "split_input_file", "strict", "max_peak_increase",
-                 "spmd", "verify", "v", "vmodule", "report", "dot", "report_only", "html", "command_line")
+                 "spmd", "verify", "v", "vmodule", "report", "dot", "report_only", "html", "command_line", "price")
 
     def __init__(self, passes: tuple[str, ...] = DEFAULT_PIPELINE, input_format: str | None = None,
                  output_format: str | None = None, split_input_file: bool = False, strict: bool = False,
                  max_peak_increase: int | None = None, spmd: bool = True, verify: bool = False, v: int = 0,
                  vmodule: str = "", report: str | None = None, dot: str | None = None, report_only: bool = False,
-                 html: str | None = None, command_line: str = "") -> None:
+                 html: str | None = None, command_line: str = "", price: str = "model") -> None:
         init_frozen(self, passes, input_format, output_format, split_input_file, strict, max_peak_increase, spmd,
-                    verify, v, vmodule, report, dot, report_only, html, command_line)
+                    verify, v, vmodule, report, dot, report_only, html, command_line, price)
 
     @property
     def verbose(self) -> bool:
@@ -284,7 +287,8 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
             raise FormatError(display_name(output), f"{out_fmt} output holds one module, "
                               f"the input has {len(modules)} (write HLO text instead)")
 
-        befores = [m.to_text() for m in modules] if options.verify else []
+        xla_priced = options.price == "xla"
+        befores = [m.to_text() for m in modules] if options.verify or xla_priced else []
 
         steps = [f"{m.name}: {p}" for m in modules for p in passes]
         progress.phase(steps[0] if steps else "passes", total=len(steps))
@@ -293,8 +297,8 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
         for index, module in enumerate(modules):
             run = ModuleRun(module.name, input, index)
             result.modules.append(run)
-            pipeline = Pipeline.from_names(passes, strict=options.strict,
-                                           max_peak_increase=options.max_peak_increase)
+            pipeline = Pipeline.from_names(passes, strict=options.strict,  # XLA's peaks decide a budget later
+                                           max_peak_increase=None if xla_priced else options.max_peak_increase)
             started = time.perf_counter()
 
             def after_pass(p, pass_result, run=run) -> None:  # noqa: ANN001
@@ -320,6 +324,11 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
                                 f"{module.name}: {detail}")
                 break
             run.seconds = time.perf_counter() - started
+        if result.error is None and xla_priced:
+            progress.phase(f"XLA:CPU's peak of {name}")
+            failure = _price_with_xla(befores, modules, result.modules, options, name)
+            if failure is not None:
+                result.exit_status, result.error = failure
         result.timings["passes"] = time.perf_counter() - t0
         if result.error is not None:
             return
@@ -343,6 +352,33 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
     t0 = time.perf_counter()
     result.bytes_out = write_output(payload, output, _binary(stdout))
     result.timings["print"] = rendered + time.perf_counter() - t0
+
+
+def _price_with_xla(befores: list[str], modules: list, runs: list[ModuleRun], options: RunOptions,  # noqa: ANN001
+                    name: str) -> tuple[int, str] | None:
+    """`--price=xla`: each module's XLA peak before and after (its ModuleRun's `xla_price`);
+    with a budget, the module and pass results XLA's peak allows replace the first ones."""
+    from .price import price_with_xla
+    from .xla import INSTALL_HINT, XlaError, XlaUnavailableError
+
+    for index, (before, module, run) in enumerate(zip(befores, modules, runs)):
+        def rerun(refused, before=before):  # noqa: ANN001, ANN202
+            (again,) = modules_from_text(before, name, spmd=options.spmd, split_input_file=False)
+            pipeline = Pipeline.from_names(options.passes, strict=options.strict, refused_folds=refused)
+            return again, pipeline.run(again).passes
+
+        started = time.perf_counter()
+        try:
+            modules[index], run.passes, run.xla_price = price_with_xla(
+                before, module, run.passes, rerun, options.max_peak_increase)
+        except XlaUnavailableError:
+            return EXIT_INPUT_ERROR, (f"{name}: error: --price=xla compiles the modules with XLA:CPU, which "
+                                      f"needs jax and jaxlib: {INSTALL_HINT}")
+        except XlaError as exc:
+            return EXIT_INPUT_ERROR, (f"{name}: error: --price=xla: XLA:CPU cannot compile module "
+                                      f"{module.name}: {one_line(exc)}")
+        run.xla_price["seconds"] = round(time.perf_counter() - started, 6)  # within the passes' time
+    return None
 
 
 def _verify(befores: list[str], modules: list, runs: list[ModuleRun], name: str,  # noqa: ANN001
@@ -397,7 +433,8 @@ def run_file(input: str, output: str | None, options: RunOptions, *, stdin=None,
         return result.exit_status
     report = RunReport(input, output, result.input_format or "hlo", result.output_format or "hlo",
                        options.passes, strict=options.strict, spmd=options.spmd, inputs=[result],
-                       max_peak_increase=options.max_peak_increase, report_only=options.report_only)
+                       max_peak_increase=options.max_peak_increase, report_only=options.report_only,
+                       price=options.price)
     try:
         errors = write_report_outputs(report, options, stdout)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, as for the input

@@ -89,6 +89,11 @@ def read_xla_memory(module_path: str | Path) -> XlaMemory:
     )
 
 
+def in_use_peak_of(memory: XlaMemory, values: list[Value]) -> int:
+    """`in_use_peak` counting only `values` (e.g. those one computation defines)."""
+    return _peak({value: memory.ranges[value] for value in values}, memory.places, shared=True)
+
+
 def _peak(ranges: dict[Value, tuple[int, int]], places: dict[Value, tuple[int, int, int]],
           *, shared: bool) -> int:
     """Max over time of live bytes; with `shared`, values at one place count once."""

@@ -24,7 +24,7 @@ Choices where the spec leaves room (documented in README "Semantics"):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..ir.computation import HloComputation
@@ -119,9 +119,12 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     name = "neuron_all_gather_duplicate_remover"
     source_file = "neuron_all_gather_duplicate_remover.cc"
 
-    def __init__(self, strict: bool = False, max_peak_increase: int | None = None) -> None:
+    def __init__(self, strict: bool = False, max_peak_increase: int | None = None,
+                 refused_folds: Mapping[tuple[str, str], str] | None = None) -> None:
         self.strict = strict
         self.max_peak_increase = max_peak_increase
+        # (computation, removed gather) -> why that fold is refused (an outside judge: XLA's peak)
+        self.refused_folds = refused_folds or {}
         self._walker = RawParameterWalker()
 
     # ------------------------------------------------------------------- walk
@@ -222,6 +225,10 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 hazards.append(Hazard(comp.name, keep.name, inst.name,
                                       ("folding would create a cycle",), refused=True))
                 survey.refused(inst, keep, ("folding would create a cycle",))
+                continue
+            veto = self.refused_folds.get((comp.name, inst.name)) if self.refused_folds else None
+            if veto is not None:
+                survey.refused(inst, keep, (veto,))
                 continue
             budget = self.max_peak_increase
             price = pricer.apply(comp, keep, inst) if budget is None else pricer.apply_within(comp, keep, inst, budget)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..ir.module import HloModule
 from ..plain import Record
@@ -37,8 +37,10 @@ class Pipeline:
 
     @classmethod
     def from_names(cls, names: Sequence[str], *, strict: bool = False,
-                   max_peak_increase: int | None = None) -> Pipeline:
-        return cls([create_pass(n, strict=strict, max_peak_increase=max_peak_increase) for n in names])
+                   max_peak_increase: int | None = None,
+                   refused_folds: Mapping[tuple[str, str], str] | None = None) -> Pipeline:
+        return cls([create_pass(n, strict=strict, max_peak_increase=max_peak_increase, refused_folds=refused_folds)
+                    for n in names])
 
     def run(
         self,

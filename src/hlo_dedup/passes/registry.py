@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from .all_gather_duplicate_remover import NeuronAllGatherDuplicateRemover
 from .dce import HloDCE
 from .pass_base import HloPass
@@ -47,12 +49,15 @@ def unknown_pass_message(name: str) -> str:
     return f"Pass {name} not found.{did_you_mean} Known passes: {','.join(pass_names())}"
 
 
-def create_pass(name: str, *, strict: bool = False, max_peak_increase: int | None = None) -> HloPass:
+def create_pass(name: str, *, strict: bool = False, max_peak_increase: int | None = None,
+                refused_folds: Mapping[tuple[str, str], str] | None = None) -> HloPass:
     """Instantiate the pass registered as `name`; KeyError lists the known names.
-    `strict` and `max_peak_increase` (bytes) configure the all-gather pass."""
+    `strict`, `max_peak_increase` (bytes) and `refused_folds` ((computation, removed
+    all-gather) -> reason) configure the all-gather pass."""
     cls = _PASSES.get(name)
     if cls is None:
         raise KeyError(unknown_pass_message(name))
     if cls is NeuronAllGatherDuplicateRemover:
-        return NeuronAllGatherDuplicateRemover(strict=strict, max_peak_increase=max_peak_increase)
+        return NeuronAllGatherDuplicateRemover(strict=strict, max_peak_increase=max_peak_increase,
+                                               refused_folds=refused_folds)
     return cls()

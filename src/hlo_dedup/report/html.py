@@ -19,7 +19,8 @@ from typing import Iterable, Sequence
 
 from ..passes import FoldRecord, InstructionFate
 from ..plain import FrozenRecord, init_frozen
-from .html_sections import Computation, Ids, changes_section, computations, fold_cards, why_not_section
+from .html_sections import (Computation, Ids, changes_section, computations, fold_cards, why_not_section,
+                            xla_price_section)
 from .html_walk import ARROW_DEFS
 from .markup import escape
 from .memo import Memo
@@ -292,7 +293,7 @@ def _module_section(r: InputResult, m: ModuleRun, anchor: str, several: bool, bu
         f"<li><code>{escape(p.pass_name)}</code>: {'changed' if p.changed else 'unchanged'}"
         + (f", {plural(len(p.folds), 'fold')}" if p.folds else "")
         + (f", {plural(len(p.hazards), 'hazard')}" if p.hazards else "") + "</li>" for p in m.passes)
-    out = [f'<section class="module">{head}<ul class="muted">{passes}</ul>']
+    out = [f'<section class="module">{head}<ul class="muted">{passes}</ul>{xla_price_section(m)}']
     for comp in comps:
         open_ = budget[0] > 0 and (comp.notable or len(comps) == 1 and not several)
         budget[0] -= open_

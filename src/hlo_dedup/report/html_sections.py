@@ -280,6 +280,30 @@ _NAME_RUN = re.compile(r"[\w.\-]*")
 # Why the others did not fold
 
 
+def xla_price_section(m: ModuleRun) -> str:
+    """--price=xla: XLA:CPU's own peak of the module before and after, per compiled
+    computation whose peak changed, and the folds a budget dropped ('' without it)."""
+    price = m.xla_price
+    if price is None:
+        return ""
+    rows = [("module", price["peak_bytes_before"], price["peak_bytes_after"])]
+    rows += [(c["computation"], c["peak_bytes_before"], c["peak_bytes_after"]) for c in price["computations"]]
+    cells = "".join(
+        f"<tr><td><code>{escape(name)}</code></td><td class=\"num\">{human_bytes(before)}</td>"
+        f"<td class=\"num\">{human_bytes(after)}</td><td class=\"num\">"
+        f"{'+' if after > before else ''}{human_bytes(after - before)}</td></tr>"
+        for name, before, after in rows)
+    notes = [plural(price["compiles"], "compile"),
+             f"allocated {human_bytes(price['allocated_bytes_before'])} → {human_bytes(price['allocated_bytes_after'])}"]
+    if price["folds_dropped"]:
+        notes.append(f"{plural(len(price['folds_dropped']), 'fold')} dropped for --max-peak-increase")
+    if price["within_budget"] is False:
+        notes.append("still over the budget")
+    return ('<div class="xla-price"><h3>XLA:CPU peak memory</h3><table class="xla-price"><tr><th></th>'
+            '<th class="num">before</th><th class="num">after</th><th class="num">change</th></tr>'
+            f'{cells}</table><p class="muted">{escape(" · ".join(notes))}</p></div>')
+
+
 def why_not_section(m: ModuleRun, ids: Ids) -> str:
     """Near misses by kind, untraced walks by where they stopped, non-candidates and
     unmatched kernels by reason: what a module with few or no folds needs to explain itself."""

@@ -6,10 +6,13 @@
       "input": "model.hlo", "output": "out.hlo",          # "-" is standard input/output
       "input_format": "hlo", "output_format": "hlo",
       "pipeline": ["neuron-preprocess-kernel-duplicate-remover", ...],
-      "strict": false, "max_peak_increase": null, "spmd": true,
+      "strict": false, "max_peak_increase": null, "spmd": true, "price": "model",
       "modules": [{
         "name": "jit_f", "input": "model.hlo", "index": 0, "changed": true, "seconds": 0.001,
         "verify": {"status": "equal", "summary", ...},        # with --verify only
+        "xla_price": {"peak_bytes_before", "peak_bytes_after", "peak_increase_bytes",
+                      "allocated_bytes_before", "allocated_bytes_after", "computations": [...],
+                      "compiles", "folds_dropped": [...], "within_budget", "seconds"},  # --price=xla only
         "passes": [{
           "name": "...", "changed": true, "seconds": 0.0008,
           "folds": [{"computation", "kept", "removed", "key": {...}, "bytes_output",
@@ -37,7 +40,8 @@ kernel's result); `bytes_per_device` is what each device no longer receives for 
 all-gather (output × (n−1)/n). Adding a field keeps `schema_version`; renaming or removing one,
 or changing a meaning, bumps it (version 2 made `key.index_path` root first and added the fates,
 near misses and memory prices). Memory figures are estimates: live bytes with the instruction
-order as the schedule (`hlo_dedup.analysis.liveness`).
+order as the schedule (`hlo_dedup.analysis.liveness`); `xla_price` (--price=xla) is XLA:CPU's own
+peak of the module compiled before and after (`hlo_dedup.price`).
 
 A batch run writes these fields over all its files (`timings` summed over files) plus `batch`
 (workers, files ok/failed, wall time, and `skipped`: every file found but not processed, with
@@ -76,6 +80,7 @@ def report_json(report: RunReport) -> dict[str, Any]:
         "pipeline": list(report.pipeline),
         "strict": report.strict,
         "max_peak_increase": report.max_peak_increase,
+        "price": report.price,
         "spmd": report.spmd,
         "modules": [_module_json(m) for m in report.modules],
         "totals": report.totals(),
@@ -292,6 +297,8 @@ def _module_json(m: ModuleRun) -> dict[str, Any]:
     }
     if m.verify is not None:
         data["verify"] = dict(m.verify)
+    if m.xla_price is not None:
+        data["xla_price"] = dict(m.xla_price)
     return data
 
 

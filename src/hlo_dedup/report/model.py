@@ -26,19 +26,22 @@ PHASES = ("parse", "passes", "print")
 
 
 class ModuleRun(Record):
-    """One module's passes (after a pass failure: those before the failing one) and, with
-    --verify, the verdict of running it before and after on XLA:CPU."""
+    """One module's passes (after a pass failure: those before the failing one), with
+    --verify the verdict of running it before and after on XLA:CPU, and with --price=xla
+    XLA:CPU's own peaks before and after (`hlo_dedup.price`)."""
 
-    __slots__ = ("name", "input", "index", "passes", "seconds", "verify")
+    __slots__ = ("name", "input", "index", "passes", "seconds", "verify", "xla_price")
 
     def __init__(self, name: str, input: str, index: int, passes: list[PassResult] | None = None,
-                 seconds: float = 0.0, verify: dict[str, Any] | None = None) -> None:
+                 seconds: float = 0.0, verify: dict[str, Any] | None = None,
+                 xla_price: dict[str, Any] | None = None) -> None:
         self.name = name
         self.input = input
         self.index = index
         self.passes: list[PassResult] = [] if passes is None else passes
         self.seconds = seconds
         self.verify = verify
+        self.xla_price = xla_price
 
     @property
     def changed(self) -> bool:
@@ -134,15 +137,16 @@ class RunReport(Record):
     `input`/`output`/the formats describe the run as a whole: a single-file run's own, or a
     batch run's arguments, output directory and common formats (`mixed` when they differ).
     `output` is None and `report_only` true when no module output was written (--report-only).
+    `price` is who priced the folds in memory: `model` or `xla` (--price).
     """
 
     __slots__ = ("input", "output", "input_format", "output_format", "pipeline", "strict", "spmd", "inputs",
-                 "batch", "max_peak_increase", "report_only")
+                 "batch", "max_peak_increase", "report_only", "price")
 
     def __init__(self, input: str, output: str | None, input_format: str, output_format: str,
                  pipeline: Sequence[str], strict: bool = False, spmd: bool = True,
                  inputs: list[InputResult] | None = None, batch: BatchInfo | None = None,
-                 max_peak_increase: int | None = None, report_only: bool = False) -> None:
+                 max_peak_increase: int | None = None, report_only: bool = False, price: str = "model") -> None:
         self.input = input
         self.output = output
         self.input_format = input_format
@@ -154,6 +158,7 @@ class RunReport(Record):
         self.batch = batch
         self.max_peak_increase = max_peak_increase
         self.report_only = report_only
+        self.price = price
 
     @property
     def modules(self) -> list[ModuleRun]:

@@ -40,6 +40,8 @@ def input_summary(result: InputResult) -> str:
         for p in m.passes:
             lines.extend(_pass_lines(p))
             lines.extend(_fate_lines(p))
+        if m.xla_price is not None:
+            lines.extend(xla_price_lines(m.xla_price))
     lines.append(_total_line(module_totals(modules)))
     lines.append("time: " + ", ".join(f"{k} {human_seconds(result.timings.get(k, 0.0))}" for k in PHASES))
     return "\n".join(lines) + "\n"
@@ -54,6 +56,30 @@ def _total_line(t: dict[str, int]) -> str:
            + (f" / {human_bytes(t['bytes_per_device'])} per device" if t["bytes_per_device"] else "")
            if t["bytes_output"] else "")
     )
+
+
+def signed_bytes(n: int) -> str:
+    """A change of size: '+1.5 KiB', '-512 B', '0 B'."""
+    return ("+" if n > 0 else "") + human_bytes(n)
+
+
+def xla_price_lines(price: dict) -> list[str]:
+    """--price=xla: XLA:CPU's own peak of the module before and after the passes, of each
+    compiled computation whose peak changed, and what a budget made of the folds."""
+    before, after = price["peak_bytes_before"], price["peak_bytes_after"]
+    lines = [f"  XLA:CPU peak {human_bytes(before)} -> {human_bytes(after)} ({signed_bytes(after - before)}), "
+             f"allocated {human_bytes(price['allocated_bytes_before'])} -> "
+             f"{human_bytes(price['allocated_bytes_after'])} ({plural(price['compiles'], 'compile')}, "
+             f"{human_seconds(price['seconds'])})"]
+    for c in price["computations"][:MAX_LISTED]:
+        lines.append(f"    {c['computation']}: {human_bytes(c['peak_bytes_before'])} -> "
+                     f"{human_bytes(c['peak_bytes_after'])}")
+    dropped = len(price["folds_dropped"])
+    if price["within_budget"] is False:
+        lines.append(f"    over the --max-peak-increase budget with {plural(dropped, 'fold')} dropped")
+    elif dropped:
+        lines.append(f"    {plural(dropped, 'fold')} dropped to keep XLA's peak rise within --max-peak-increase")
+    return lines
 
 
 def _pass_lines(p: PassResult) -> list[str]:

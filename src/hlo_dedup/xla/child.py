@@ -6,7 +6,8 @@ Every call the command makes into XLA therefore runs here, started by
 `hlo_dedup.xla.isolated` as an isolated interpreter (`python -I`: neither the current
 directory nor PYTHON* variables reach its import path) whose stderr the parent keeps:
 
-    python -I -c BOOTSTRAP serve PATH_JSON        parse, print and convert (`hlo_dedup.xla.isolated`)
+    python -I -c BOOTSTRAP serve PATH_JSON        parse, print, convert and compile for XLA's
+                                                  memory figures (`hlo_dedup.xla.isolated`)
     python -I -c BOOTSTRAP run PATH_JSON DIR      run modules on XLA:CPU (`oracle.run_modules`)
 
 `serve` answers requests until its stdin closes: each message is an 8-byte little-endian
@@ -60,13 +61,21 @@ def _entry_parameters(text: str) -> list[tuple[Any, str]]:
     return [(oracle.signature(shape), str(shape)) for shape in shapes]
 
 
-def _operations() -> dict[str, Callable[..., Any]]:
+def _device_count(text: str) -> int:
     from hlo_dedup.xla import oracle
+
+    return oracle.child_device_count([text])
+
+
+def _operations() -> dict[str, Callable[..., Any]]:
+    from hlo_dedup.xla import memory, oracle
 
     return {
         "text_to_module_proto": oracle.text_to_module_proto,
         "module_proto_to_text": oracle.module_proto_to_text,
         "entry_parameters": _entry_parameters,
+        "device_count": _device_count,
+        "xla_memory": memory.measure,
     }
 
 

@@ -1,4 +1,4 @@
-"""XLA's parser, printer and proto conversion for the command, in a child process.
+"""XLA's parser, printer, proto conversion and memory figures for the command, in a child process.
 
 An XLA CHECK failure aborts the process it happens in (`reshape` of f32[6] to f32[5] written
 as `.pb`), a deep shape overflows the stack, and XLA logs RET_CHECK stack traces straight to
@@ -37,6 +37,7 @@ __all__ = [
     "module_proto_to_text",
     "shutdown",
     "text_to_module_proto",
+    "xla_memory",
 ]
 
 _BOOTSTRAP = ("import json, sys; sys.path[:0] = json.loads(sys.argv[2]); "
@@ -102,13 +103,15 @@ def _short(text: str) -> str:
 
 
 class _Server:
-    """One `serve` child, its pipes and the file its stderr goes to."""
+    """One `serve` child, its pipes and the file its stderr goes to; `devices`: the virtual
+    CPU devices it was started with (None: as the environment says)."""
 
-    def __init__(self) -> None:
+    def __init__(self, devices: int | None = None) -> None:
+        self.devices = devices
         self.log = tempfile.TemporaryFile()
         self.logged = 0  # what the log held when the last reply came: older lines are not about this call
         self.process = subprocess.Popen(child_command("serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self.log, env=child_env())
+                                        stderr=self.log, env=child_env(devices))
 
     def call(self, operation: str, arguments: tuple) -> Any:
         from hlo_dedup.xla.child import read_message, write_message
@@ -142,12 +145,17 @@ _server: _Server | None = None
 _lock = threading.Lock()  # one request at a time on the child's pipes
 
 
-def _call(operation: str, *arguments: Any) -> Any:
-    """Run `operation` in the child: its value, or XlaError / XlaUnavailableError."""
+def _call(operation: str, *arguments: Any, devices: int | None = None) -> Any:
+    """Run `operation` in the child: its value, or XlaError / XlaUnavailableError. A child
+    with fewer than `devices` virtual devices is replaced by one with that many (jax fixes
+    the count when it starts)."""
     global _server
     with _lock:
+        if _server is not None and devices is not None and (_server.devices or 1) < devices:
+            _server.close()
+            _server = None
         if _server is None or _server.process.poll() is not None:
-            _server = _Server()
+            _server = _Server(devices)
         server = _server
         try:
             status, value = server.call(operation, arguments)
@@ -187,3 +195,15 @@ def module_proto_to_text(proto: bytes) -> str:
 def entry_parameters(hlo_text: str) -> list[tuple[Any, str]]:
     """(signature, XLA's print) of each entry parameter (`oracle.signature`), in the child."""
     return _call("entry_parameters", hlo_text)
+
+
+#: Devices of a child started to ask what a module needs: enough for most, so that the
+#: compile that follows rarely needs a second child (jax's start-up is seconds).
+_MEMORY_DEVICES = 8
+
+
+def xla_memory(hlo_text: str, spmd: bool | None = None) -> dict[str, Any]:
+    """XLA:CPU's memory figures for the module (`hlo_dedup.xla.memory.measure`), in a child
+    with the devices the module needs."""
+    devices = _call("device_count", hlo_text, devices=_MEMORY_DEVICES)
+    return _call("xla_memory", hlo_text, spmd, devices=devices)
