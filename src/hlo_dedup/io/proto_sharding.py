@@ -325,10 +325,7 @@ def _iota_list_text(iota: Any) -> str:
 
 
 def _mesh_axes_text(proto: Any) -> str:
-    mesh = proto.mesh
-    if mesh.device_ids or mesh.HasField("iota_transform") or not mesh.axes:
-        raise UnsupportedProto("MeshAxesReplicaGroupListProto.mesh", "meshes with explicit devices")
-    names = [a.name for a in mesh.axes]
+    names = [a.name for a in proto.mesh.axes]
     axes = []
     for ref in proto.axes:
         if not 0 <= ref.mesh_axis_index < len(names):
@@ -337,5 +334,39 @@ def _mesh_axes_text(proto: Any) -> str:
         if ref.HasField("sub_axis_info"):
             text += f":({ref.sub_axis_info.pre_size}){ref.sub_axis_info.size}"
         axes.append(text)
-    mesh_text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in mesh.axes) + "]"
-    return mesh_text + " {" + ",".join(axes) + "}"
+    return _mesh_text(proto.mesh) + " {" + ",".join(axes) + "}"
+
+
+def _mesh_text(mesh: Any) -> str:
+    """``Mesh::FromProto`` then ``Mesh::ToString``: the device order is printed unless it is
+    the plain iota (an iota transform that is one run once canonical, or none); a mesh
+    without axes is empty (``mesh[]``, all devices) or names one device (``maximal_mesh``).
+    What XLA's loader CHECK-fails on is refused."""
+    ids = list(mesh.device_ids)
+    if not mesh.axes:
+        if len(ids) > 1:
+            raise InvalidProto("a mesh without axes names more than one device")
+        return f"maximal_mesh[device_id={ids[0]}]" if ids else "mesh[]"
+    sizes = [a.size for a in mesh.axes]
+    if min(sizes) <= 0:
+        raise InvalidProto("mesh axis sizes must be positive")
+    text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in mesh.axes) + "]"
+    total = math.prod(sizes)
+    iota = mesh.iota_transform if mesh.HasField("iota_transform") else None
+    if iota is not None and iota.reshape_dims:
+        if ids:
+            raise InvalidProto("a mesh has both device_ids and an iota_transform")
+        perm = list(iota.transpose_perm)
+        if sorted(perm) != list(range(len(iota.reshape_dims))):
+            raise InvalidProto("a mesh iota_transform needs a permutation of its reshape dims")
+        reshape, perm = canonical_iota(list(iota.reshape_dims), perm)
+        if len(reshape) == 1:  # XLA keeps no order for the plain iota (nor checks its size)
+            return text
+        if math.prod(reshape) != total:
+            raise InvalidProto("a mesh iota_transform holds another number of devices than the mesh")
+        return text + ", device_ids=(" + iota_array_text(reshape, perm) + ")"
+    if not ids:
+        return text
+    if len(ids) != total or sorted(ids) != list(range(total)) or ids == list(range(total)):
+        raise InvalidProto("mesh device_ids must be a permutation of its devices other than the identity")
+    return text + ", device_ids=(" + ",".join(map(str, ids)) + ")"
