@@ -359,6 +359,85 @@ def test_mesh_iotas_xla_cannot_spell_out_are_refused(oracle, edit, reason: str) 
         proto.module_bytes_to_hlo_text(_mesh_module(oracle, edit))
 
 
+_NAMED = """HloModule m, num_partitions=8
+
+ENTRY e {
+  ROOT p = f32[8,4] parameter(0), sharding={mesh['a'=4,'b'=2], [{'a':(1)2}, {'b', ?}], replicated={'a':(2)2}}
+}
+"""
+
+
+def _named_edit(edit):  # type: ignore[no-untyped-def]
+    """`_NAMED`'s proto with `edit` applied to its NamedShardingProto."""
+
+    def module(oracle) -> bytes:  # type: ignore[no-untyped-def]
+        from hlo_dedup.io.proto_fields import message_classes
+
+        proto_module = message_classes(False)["HloModuleProto"].FromString(oracle.text_to_module_proto(_NAMED))
+        edit(proto_module.computations[0].instructions[0].sharding.named_sharding)
+        return proto_module.SerializeToString()
+
+    return module
+
+
+def _swap_first_dim_and_replicated(named) -> None:  # type: ignore[no-untyped-def]
+    first, replicated = named.dim_shardings[0].axes[0], named.replicated_axes[0]
+    first.sub_axis_info.pre_size, replicated.sub_axis_info.pre_size = 2, 1
+
+
+@pytest.mark.parametrize("edit, printed", [
+    (lambda named: None, "{mesh['a'=4,'b'=2], [{'a':(1)2}, {'b', ?}], replicated={'a':(2)2}}"),
+    (_swap_first_dim_and_replicated, "{mesh['a'=4,'b'=2], [{'a':(2)2}, {'b', ?}], replicated={'a':(1)2}}"),
+    (lambda named: named.mesh.device_ids.extend([0, 2, 4, 6, 1, 3, 5, 7]),
+     "{mesh['a'=4,'b'=2], device_ids=(0,2,4,6,1,3,5,7), [{'a':(1)2}, {'b', ?}], replicated={'a':(2)2}}"),
+    (lambda named: named.ClearField("dim_shardings"), "{mesh['a'=4,'b'=2], [], replicated={'a':(2)2}}"),
+    (lambda named: [named.ClearField(f) for f in ("dim_shardings", "replicated_axes")], "{mesh['a'=4,'b'=2], replicated}"),
+    (lambda named: (named.ClearField("dim_shardings"), named.ClearField("replicated_axes"),
+                    named.manual_axes.add(mesh_axis_index=0), named.manual_axes.add(mesh_axis_index=1)),
+     "{mesh['a'=4,'b'=2], manual}"),
+    (lambda named: (named.ClearField("dim_shardings"), named.ClearField("replicated_axes"),
+                    named.unreduced_axes.add(mesh_axis_index=1)), "{mesh['a'=4,'b'=2], [], unreduced={'b'}}"),
+    (lambda named: named.dim_shardings[0].ClearField("is_closed"),
+     "{mesh['a'=4,'b'=2], [{'a':(1)2, ?}, {'b', ?}], replicated={'a':(2)2}}"),
+    (lambda named: setattr(named.dim_shardings[1], "is_closed", True),
+     "{mesh['a'=4,'b'=2], [{'a':(1)2}, {'b'}], replicated={'a':(2)2}}"),
+], ids=["as parsed", "sub-axes swapped", "device ids", "no dimensions", "replicated", "manual", "unreduced",
+        "open", "closed"])  # fmt: skip
+def test_named_shardings_print_as_xla_prints_them(oracle, edit, printed: str) -> None:  # type: ignore[no-untyped-def]
+    data = _named_edit(edit)(oracle)
+    ours = proto.module_bytes_to_hlo_text(data)
+    assert ours == oracle.module_proto_to_text(data)
+    assert f"sharding={printed}" in ours
+
+
+def _replicate_b_first(named) -> None:  # type: ignore[no-untyped-def]
+    """'b' moved from the second dimension to the replicated axes, ahead of 'a':(2)2."""
+    named.dim_shardings[1].ClearField("axes")
+    a = type(named.replicated_axes[0])()
+    a.CopyFrom(named.replicated_axes[0])
+    del named.replicated_axes[:]
+    named.replicated_axes.add(mesh_axis_index=1)
+    named.replicated_axes.append(a)
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda named: named.replicated_axes.add(mesh_axis_index=0), "overlap"),
+    (lambda named: named.dim_shardings[0].axes.add(mesh_axis_index=0, sub_axis_info={"pre_size": 2, "size": 2}),
+     "can be merged"),
+    (_replicate_b_first, "not sorted"),
+    (lambda named: setattr(named.dim_shardings[0].axes[0].sub_axis_info, "size", 3), "invalid sub-axis"),
+    (lambda named: named.dim_shardings[0].axes.add(mesh_axis_index=2), "out of range"),
+], ids=["overlap", "mergeable", "unsorted", "sub-axis", "index"])
+def test_named_shardings_xla_aborts_on_are_refused(oracle, edit, reason: str) -> None:  # type: ignore[no-untyped-def]
+    from hlo_dedup.xla import XlaError, isolated
+
+    data = _named_edit(edit)(oracle)
+    with pytest.raises(XlaError):
+        isolated.module_proto_to_text(data)
+    with pytest.raises(proto.ProtoError, match=reason):
+        proto.module_bytes_to_hlo_text(data)
+
+
 # ---------------------------------------------------------------------------------------------
 # The command
 
