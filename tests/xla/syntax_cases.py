@@ -8,7 +8,8 @@ Each case is one collective (an async pair is two lines) over its own parameters
 `maximal_mesh` and the empty mesh (which XLA's parser refuses: the test counts them) — and
 result shapes with layouts (tiles, memory spaces, element sizes, dynamic dimensions) and the
 attributes the passes read (dimensions, channel_id, use_global_device_ids, constrain_layout,
-metadata). Many cases make one module, so XLA parses and prints few texts.
+metadata), and some named (mesh) shardings. Many cases make one module, so XLA parses and
+prints few texts.
 """
 
 from __future__ import annotations
@@ -174,6 +175,36 @@ def _metadata(rng: random.Random) -> str:
     return f'metadata={{op_name="{escaped}" source_file="model.py"{line}}}'
 
 
+def named_sharding(rng: random.Random) -> str:
+    """A named (mesh) sharding of a rank-2 value: each axis (or a half of it) goes to a
+    dimension, the replicated, unreduced or manual axes, or nowhere; or a special form."""
+    n = rng.choice([2, 4, 8])
+    if rng.random() < 0.1:
+        return f"{{maximal_mesh[device_id={rng.randrange(n)}]}}"
+    mesh = mesh_groups(rng, n).text.rsplit(" {", 1)[0]
+    axes = re.findall(r"'([^']*)'=(\d+)", mesh.split("]", 1)[0])
+    special = rng.random()
+    if special < 0.15:
+        return "{" + mesh + ", " + rng.choice(["replicated", "unreduced", "manual"]) + "}"
+    places: dict[str, list[str]] = {"0": [], "1": [], "replicated": [], "unreduced": [], "manual": []}
+    for name, size in axes:
+        halves = [rng.choice([*places, None]) for _ in range(2)]
+        if int(size) < 4 or halves[0] == halves[1]:  # XLA aborts on neighbours it could merge
+            pieces = [(f"'{name}'", halves[0])]
+        else:
+            pieces = [(f"'{name}':(1)2", halves[0]), (f"'{name}':(2){int(size) // 2}", halves[1])]
+        for piece, place in pieces:
+            if place is not None:
+                places[place].append(piece)
+    dims = [places["0"], places["1"]]
+    shown = ["{" + ", ".join(d + (["?"] if rng.random() < 0.2 else [])) + "}" for d in dims]
+    text = "{" + mesh + ", [" + ", ".join(shown) + "]"
+    for kind in ("replicated", "unreduced", "manual"):
+        if places[kind]:
+            text += f", {kind}={{" + ", ".join(places[kind]) + "}"
+    return text + (", " + _metadata(rng) if rng.random() < 0.2 else "") + "}"
+
+
 def _attributes(rng: random.Random, groups: Groups, *, channel: bool | None = None, global_ids: bool = True,
                 layout: bool = True) -> list[str]:
     attrs = [f"replica_groups={groups.text}"]
@@ -186,6 +217,8 @@ def _attributes(rng: random.Random, groups: Groups, *, channel: bool | None = No
         attrs.append("constrain_layout=true")
     if rng.random() < 0.4:
         attrs.append(_metadata(rng))
+    if rng.random() < 0.15:
+        attrs.append("sharding=" + named_sharding(rng))
     return attrs
 
 

@@ -10,7 +10,8 @@ of many cases; then
   groups (spelled out here from the proto with numpy, independently of our decoder, and
   checked against XLA's own spelled-out groups), dimensions, channel_id,
   use_global_device_ids, constrain_layout, op_name, and the shape with its layout;
-* our proto printer prints XLA's proto as XLA prints it;
+* our proto printer prints XLA's proto as XLA prints it (meshes with device orders and named
+  shardings included);
 * two gathers of one parameter whose groups are spelled differently fold exactly when
   XLA's groups are equal.
 """
