@@ -49,7 +49,7 @@ def _factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
 
 
 def _rank(rng: random.Random, n: int) -> int:
-    """One, two or (more often than not, where `n` allows) three dimensions over `n` devices."""
+    """One, two (most often) or three dimensions over `n` devices, as many as `n` allows."""
     return rng.choice([r for r in (1, 2, 2, 3) if _factorizations(n, r)])
 
 
@@ -67,6 +67,7 @@ def _iota_text(dims: list[int], perm: list[int]) -> str:
 
 
 def list_groups(rng: random.Random, n: int) -> Groups:
+    """`{}`, singletons, or shuffled devices in groups of one size."""
     shape = rng.random()
     if shape < 0.15:
         return Groups("{}", None)
@@ -81,6 +82,7 @@ def list_groups(rng: random.Random, n: int) -> Groups:
 
 
 def iota_groups(rng: random.Random, n: int) -> Groups:
+    """`[G,S]<=[n]`, or over two or three transposed dimensions."""
     size = rng.choice([d for d in range(1, n + 1) if n % d == 0])
     rank = _rank(rng, n)
     dims = rng.choice(_factorizations(n, rank))
@@ -93,6 +95,8 @@ _SUB_AXES = {4: [[(1, 2)], [(2, 2)]], 8: [[(1, 2)], [(2, 2)], [(4, 2)], [(1, 4)]
 
 
 def mesh_groups(rng: random.Random, n: int) -> Groups:
+    """A mesh of one to three axes, in the plain device order or its own (an iota or a list),
+    grouped along some of its axes or sub-axes in any order (sometimes none)."""
     rank = _rank(rng, n)
     sizes = rng.choice(_factorizations(n, rank))
     names = rng.sample(_AXIS_NAMES, rank)
@@ -130,6 +134,7 @@ def degenerate_groups(rng: random.Random, n: int) -> Groups:
 
 
 def any_groups(rng: random.Random) -> Groups:
+    """Replica groups in any form, meshes most often."""
     n = rng.choice([2, 4, 8, 16])
     kind = rng.random()
     if kind < 0.25:
@@ -146,6 +151,7 @@ def any_groups(rng: random.Random) -> Groups:
 
 
 def _layout(rng: random.Random, rank: int, element: str) -> str:
+    """None, a plain one (any dimension order), or one with tiles, element sizes, memory spaces."""
     minor_to_major = list(range(rank - 1, -1, -1))
     if rng.random() < 0.2:
         rng.shuffle(minor_to_major)
@@ -205,11 +211,11 @@ def named_sharding(rng: random.Random) -> str:
     return text + (", " + _metadata(rng) if rng.random() < 0.2 else "") + "}"
 
 
-def _attributes(rng: random.Random, groups: Groups, *, channel: bool | None = None, global_ids: bool = True,
-                layout: bool = True) -> list[str]:
+def _attributes(rng: random.Random, groups: Groups, *, global_ids: bool = True, layout: bool = True) -> list[str]:
+    """The replica groups and some of the attributes a collective may carry (use_global_device_ids
+    and constrain_layout where the opcode takes them)."""
     attrs = [f"replica_groups={groups.text}"]
-    has_channel = rng.random() < 0.7 if channel is None else channel
-    if has_channel:
+    if rng.random() < 0.7:
         attrs.append(f"channel_id={rng.randint(1, 40)}")
         if global_ids and rng.random() < 0.5:
             attrs.append("use_global_device_ids=true")
