@@ -244,7 +244,7 @@ def collective_case(rng: random.Random, groups: Groups) -> Case:
     dynamic = rng.random() < 0.15
     base = [2, 4]
     kind = rng.choice(["all-gather", "all-gather-start", "all-gather-tuple", "all-reduce", "all-reduce-start",
-                       "reduce-scatter", "all-to-all", "all-to-all-tuple", "collective-broadcast"])
+                       "reduce-scatter", "all-to-all", "all-to-all-tuple", "collective-broadcast", "async"])
     dim = rng.randrange(2)
     grown = [d * size if i == dim else d for i, d in enumerate(base)]
     operand = _shape(rng, element, base, dynamic)
@@ -275,6 +275,15 @@ def collective_case(rng: random.Random, groups: Groups) -> Case:
         attrs = _attributes(rng, groups) + [f"dimensions={{{dim}}}", "to_apply=add"]
         return Case((_shape(rng, element, grown, dynamic),),
                     (_line(_shape(rng, element, base, dynamic), "reduce-scatter", ["@0"], attrs, rng),))
+    if kind == "async":  # XLA's async wrapper, printed as `<op>-start` / `<op>-done`
+        opcode = rng.choice(["reduce-scatter", "all-to-all", "collective-broadcast"])
+        extra = {"reduce-scatter": [f"dimensions={{{dim}}}", "to_apply=add"], "all-to-all": [f"dimensions={{{dim}}}"],
+                 "collective-broadcast": []}[opcode]
+        attrs = _attributes(rng, groups, global_ids=opcode == "reduce-scatter", layout=False) + extra
+        source = _shape(rng, element, grown if opcode != "collective-broadcast" else base, False)
+        result = _shape(rng, element, base if opcode != "all-to-all" else grown, False)
+        start = _line(f"(({source}), {result})", f"{opcode}-start", ["@0"], attrs, rng)
+        return Case((source,), (start, f"@N.done = {result} {opcode}-done(@N)"))
     if kind == "all-to-all":
         attrs = _attributes(rng, groups, global_ids=False) + [f"dimensions={{{dim}}}"]
         shape = _shape(rng, element, grown, False)

@@ -22,7 +22,7 @@ import io
 import math
 import random
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -169,23 +169,41 @@ def _proto_module(data: bytes) -> Any:
     return message_classes(False)["HloModuleProto"].FromString(data)
 
 
+def _printed_instructions(module: Any) -> Iterator[tuple[Any, Any]]:
+    """(instruction, the instruction whose attributes it prints) for every instruction XLA
+    prints: an `async-start` prints its wrapped computation's root as `<op>-start`, and the
+    wrapped computations are not printed."""
+    computations = {c.id: c for c in module.computations}
+    wrapped = {c for ins in (i for c in module.computations for i in c.instructions) if ins.opcode == "async-start"
+               for c in ins.called_computation_ids}
+    for computation in module.computations:
+        if computation.id in wrapped:
+            continue
+        for ins in computation.instructions:
+            if ins.opcode != "async-start":
+                yield ins, ins
+                continue
+            called = computations[ins.called_computation_ids[0]]
+            yield ins, next(i for i in called.instructions if i.id == called.root_id)
+
+
 def test_attributes_decode_to_what_xla_means(printed: list[tuple[str, bytes]]) -> None:
     types = message_classes(False)["ShapeProto"].DESCRIPTOR.fields_by_name["element_type"].enum_type
     kinds: set[str] = set()
     for text, data in printed:
         ours = {i.name: i for c in parse_module(text).computations for i in c.instructions}
-        for ins in (i for c in _proto_module(data).computations for i in c.instructions):
+        for ins, held in _printed_instructions(_proto_module(data)):
             inst = ours[ins.name]
             assert _our_shape(inst.shape) == _proto_shape(ins.shape, types), inst.to_text()
-            assert inst.metadata.op_name == ins.metadata.op_name, inst.to_text()
-            if ins.opcode not in COLLECTIVES:
+            assert inst.metadata.op_name == held.metadata.op_name, inst.to_text()
+            if held.opcode not in COLLECTIVES:
                 continue
-            kinds.add(ins.WhichOneof("replica_group_list") or "replica_groups")
-            assert [list(g) for g in inst.replica_groups.groups] == reference_groups(ins), inst.to_text()
-            assert inst.dimensions == tuple(ins.dimensions), inst.to_text()
-            assert (inst.channel_id or 0) == ins.channel_id, inst.to_text()
-            assert inst.use_global_device_ids == ins.use_global_device_ids, inst.to_text()
-            assert inst.constrain_layout == ins.constrain_layout, inst.to_text()
+            kinds.add(held.WhichOneof("replica_group_list"))
+            assert [list(g) for g in inst.replica_groups.groups] == reference_groups(held), inst.to_text()
+            assert inst.dimensions == tuple(held.dimensions), inst.to_text()
+            assert (inst.channel_id or 0) == held.channel_id, inst.to_text()
+            assert inst.use_global_device_ids == held.use_global_device_ids, inst.to_text()
+            assert inst.constrain_layout == held.constrain_layout, inst.to_text()
     assert kinds == {"collective_device_list", "iota_collective_device_list", "mesh_axes_replica_group_list"}
 
 
@@ -204,7 +222,7 @@ def test_the_reference_groups_are_the_ones_xla_spells_out(xla_client, printed) -
     hlo = xla_client.hlo
     for text, data in printed:
         module = hlo.HloModule.from_serialized_hlo_module_proto(data)
-        by_name = {i.name: i for c in _proto_module(data).computations for i in c.instructions}
+        by_name = {ins.name: held for ins, held in _printed_instructions(_proto_module(data))}
         plain = _entry_lines(module.to_string())
         spelled = _entry_lines(module.to_string(hlo.HloPrintOptions.fingerprint()))
         assert len(plain) == len(spelled)
