@@ -332,13 +332,21 @@ def test_mesh_device_orders_print_as_xla_prints_them(oracle, xla_client, edit, p
     assert xla_groups and ReplicaGroups.from_groups(gather.replica_groups.groups).to_text() == xla_groups.group(1)
 
 
+def _halves_of_a(groups) -> None:  # type: ignore[no-untyped-def]
+    """Axis 'a' (4 devices) referred to by its two halves in order, which XLA wants merged."""
+    del groups.axes[:]
+    groups.axes.add(mesh_axis_index=0, sub_axis_info={"pre_size": 1, "size": 2})
+    groups.axes.add(mesh_axis_index=0, sub_axis_info={"pre_size": 2, "size": 2})
+
+
 @pytest.mark.parametrize("edit, reason", [
     (_mesh_edit(ids=list(range(8))), "other than the identity"),
     (_mesh_edit(ids=[1, 0, 2, 3]), "permutation"),
     (_mesh_edit(ids=[0, 2, 4, 6, 1, 3, 5, 7], iota=([2, 4], [1, 0])), "both device_ids and an iota_transform"),
     (_mesh_edit(axes=False, refs=False, ids=[1, 0]), "more than one device"),
     (_mesh_edit(axes=False), "index out of range"),
-], ids=["identity", "too few", "ids and iota", "two devices, no axes", "refs, no axes"])
+    (_halves_of_a, "can be merged"),
+], ids=["identity", "too few", "ids and iota", "two devices, no axes", "refs, no axes", "mergeable sub-axes"])
 def test_meshes_xla_aborts_on_are_refused(oracle, edit, reason: str) -> None:  # type: ignore[no-untyped-def]
     from hlo_dedup.xla import XlaError, isolated
 
