@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 import syntax_cases
+import support
 from support import IN_CI
 from hlo_dedup import parse_module
 from hlo_dedup.cli import main
@@ -251,11 +252,19 @@ def test_the_reference_groups_meet_the_expectations_xla_printed(xla_client) -> N
 
 
 def test_xla_proto_prints_as_xla_prints_it(xla_client, printed) -> None:  # type: ignore[no-untyped-def]
+    """Byte for byte, and the IR built from the printer's pieces is the text reader's."""
+    from hlo_dedup.io import proto_ir
+    from hlo_dedup.text import parse_module as read_text
+
     options = xla_client.hlo.HloPrintOptions()
     options.print_large_constants = True
     for _, data in printed:
         expected = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(data).to_string(options)
-        assert proto_io.module_bytes_to_hlo_text(data) == expected
+        ours = proto_io.print_module_bytes(data)
+        assert ours.text == expected
+        built = proto_ir.module_from_printed(ours, "m.pb", "HloModuleProto", spmd=True)
+        reread = read_text(ours.text, "m.pb", spmd=True)
+        assert support.ir_layout(built) == support.ir_layout(reread)
 
 
 # ------------------------------------------------------------------------------------------
