@@ -89,6 +89,8 @@ SNIPPETS = (
     "f32[?]", "0", "-1", "99999999999999999999999", "parameter(0)", "parameter(-1)", "add(", "tuple(",
     "{{0,1},{2}}", "{{0,x}}", "[2,2]<=[3]", "[2,2]<=[2,2]T(1,0)", "[1,100000000]<=[100000000]",
     "{[0:-1:0]}", "{[0:2], [1:9:2]}", "\\", "\\x", '{a="\\q"}', "{}", "mesh['x'=2] {'x'}",
+    "mesh['a'=4,'b'=2], device_ids=([2,4]T(1,0)) {'a'}", "mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'x'}",
+    ", device_ids=(",
     "calls=", "to_apply=", "index=", "channel_id=", "channel_id=abc", "dimensions={-1}",
     "control-predecessors={", "\u00e9", "\u2028", "\ufeff", "// -----\n", "/*index=5*/",
     "sharding={replicated}", "backend_config={\"a\":{}}", "is_scheduled=true", "\t", "\r\n",

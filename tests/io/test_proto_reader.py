@@ -269,6 +269,183 @@ def test_an_operand_id_of_minus_one_is_refused_as_xla_refuses_it(oracle) -> None
         proto.module_bytes_to_hlo_text(data)
 
 
+_MESH_GATHER = """HloModule m, num_partitions=8
+
+ENTRY e {
+  p = f32[2] parameter(0)
+  ROOT g = f32[8] all-gather(p), channel_id=1, replica_groups=mesh['a'=4,'b'=2] {'a'}, dimensions={0}
+}
+"""
+
+
+def _mesh_edit(iota=None, ids=None, axes=True, refs=True):  # type: ignore[no-untyped-def]
+    """An edit of the gather's MeshProto: an iota transform, device ids, its axes or axis refs dropped."""
+
+    def edit(groups) -> None:  # type: ignore[no-untyped-def]
+        if iota is not None:
+            groups.mesh.iota_transform.reshape_dims[:], groups.mesh.iota_transform.transpose_perm[:] = iota
+        if ids is not None:
+            groups.mesh.device_ids[:] = ids
+        if not axes:
+            del groups.mesh.axes[:]
+        if not refs:
+            del groups.axes[:]
+
+    return edit
+
+
+def _mesh_module(oracle, edit) -> bytes:  # type: ignore[no-untyped-def]
+    from hlo_dedup.io.proto_fields import message_classes
+
+    module = message_classes(False)["HloModuleProto"].FromString(oracle.text_to_module_proto(_MESH_GATHER))
+    edit(module.computations[0].instructions[1].mesh_axes_replica_group_list)
+    return module.SerializeToString()
+
+
+@pytest.mark.parametrize("edit, printed", [
+    (_mesh_edit(iota=([2, 2, 2], [2, 0, 1])), "mesh['a'=4,'b'=2], device_ids=([4,2]T(1,0)) {'a'}"),
+    (_mesh_edit(iota=([2, 2, 2], [0, 2, 1])), "mesh['a'=4,'b'=2], device_ids=([2,2,2]T(0,2,1)) {'a'}"),
+    (_mesh_edit(iota=([4, 2], [0, 1])), "mesh['a'=4,'b'=2] {'a'}"),  # the plain iota once canonical
+    (_mesh_edit(iota=([4], [0])), "mesh['a'=4,'b'=2] {'a'}"),  # one dimension: XLA checks no size
+    (_mesh_edit(iota=([], [])), "mesh['a'=4,'b'=2] {'a'}"),
+    (_mesh_edit(ids=[0, 4, 1, 5, 2, 6, 3, 7]), "mesh['a'=4,'b'=2], device_ids=(0,4,1,5,2,6,3,7) {'a'}"),
+    (_mesh_edit(axes=False, refs=False), "mesh[] {}"),
+    (_mesh_edit(axes=False, refs=False, iota=([2, 2], [1, 0])), "mesh[] {}"),
+    (_mesh_edit(axes=False, refs=False, ids=[3]), "maximal_mesh[device_id=3] {}"),
+    (_mesh_edit(axes=False, refs=False, ids=[-2]), "maximal_mesh[device_id=-2] {}"),
+], ids=["iota", "3-d iota", "plain iota", "1-d iota", "empty iota", "ids", "empty", "empty with iota", "maximal",
+        "maximal, negative"])  # fmt: skip
+def test_mesh_device_orders_print_as_xla_prints_them(oracle, xla_client, edit, printed: str) -> None:  # type: ignore[no-untyped-def]
+    """`Mesh::FromProto` then `ToString`: the device order unless it is the plain iota; a
+    mesh without axes is empty or one device. The IR's groups are the ones XLA spells out."""
+    from hlo_dedup.io.proto_ir import module_from_printed
+    from hlo_dedup.ir.replica_groups import ReplicaGroups
+
+    data = _mesh_module(oracle, edit)
+    ours = proto.module_bytes_to_hlo_text(data)
+    assert ours == oracle.module_proto_to_text(data)
+    assert f"replica_groups={printed}, dimensions" in ours
+    gather = module_from_printed(proto.print_module_bytes(data), "m.pb", "HloModuleProto", spmd=True).entry.root
+    hlo = xla_client.hlo
+    spelled = hlo.HloModule.from_serialized_hlo_module_proto(data).to_string(hlo.HloPrintOptions.fingerprint())
+    xla_groups = re.search(r"replica_groups=(\{\}|\{\{.*?\}\}), dimensions", spelled)
+    assert xla_groups and ReplicaGroups.from_groups(gather.replica_groups.groups).to_text() == xla_groups.group(1)
+
+
+def _halves_of_a(groups) -> None:  # type: ignore[no-untyped-def]
+    """Axis 'a' (4 devices) referred to by its two halves in order, which XLA wants merged."""
+    del groups.axes[:]
+    groups.axes.add(mesh_axis_index=0, sub_axis_info={"pre_size": 1, "size": 2})
+    groups.axes.add(mesh_axis_index=0, sub_axis_info={"pre_size": 2, "size": 2})
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (_mesh_edit(ids=list(range(8))), "other than the identity"),
+    (_mesh_edit(ids=[1, 0, 2, 3]), "permutation"),
+    (_mesh_edit(ids=[0, 2, 4, 6, 1, 3, 5, 7], iota=([2, 4], [1, 0])), "both device_ids and an iota_transform"),
+    (_mesh_edit(axes=False, refs=False, ids=[1, 0]), "more than one device"),
+    (_mesh_edit(axes=False), "index out of range"),
+    (_halves_of_a, "can be merged"),
+], ids=["identity", "too few", "ids and iota", "two devices, no axes", "refs, no axes", "mergeable sub-axes"])
+def test_meshes_xla_aborts_on_are_refused(oracle, edit, reason: str) -> None:  # type: ignore[no-untyped-def]
+    from hlo_dedup.xla import XlaError, isolated
+
+    data = _mesh_module(oracle, edit)
+    with pytest.raises(XlaError):
+        isolated.module_proto_to_text(data)  # XLA's loader CHECK-fails: in a child process
+    with pytest.raises(proto.ProtoError, match=reason):
+        proto.module_bytes_to_hlo_text(data)
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (_mesh_edit(iota=([2, 2], [1, 0])), "another number of devices"),
+    (_mesh_edit(iota=([4, 2], [0, 0])), "permutation of its reshape dims"),
+], ids=["4 of 8 devices", "not a permutation"])
+def test_mesh_iotas_xla_cannot_spell_out_are_refused(oracle, edit, reason: str) -> None:  # type: ignore[no-untyped-def]
+    # XLA prints these (`device_ids=([2,2]T(1,0))` for 8 devices), then aborts spelling out the groups.
+    with pytest.raises(proto.ProtoError, match=reason):
+        proto.module_bytes_to_hlo_text(_mesh_module(oracle, edit))
+
+
+_NAMED = """HloModule m, num_partitions=8
+
+ENTRY e {
+  ROOT p = f32[8,4] parameter(0), sharding={mesh['a'=4,'b'=2], [{'a':(1)2}, {'b', ?}], replicated={'a':(2)2}}
+}
+"""
+
+
+def _named_edit(edit):  # type: ignore[no-untyped-def]
+    """`_NAMED`'s proto with `edit` applied to its NamedShardingProto."""
+
+    def module(oracle) -> bytes:  # type: ignore[no-untyped-def]
+        from hlo_dedup.io.proto_fields import message_classes
+
+        proto_module = message_classes(False)["HloModuleProto"].FromString(oracle.text_to_module_proto(_NAMED))
+        edit(proto_module.computations[0].instructions[0].sharding.named_sharding)
+        return proto_module.SerializeToString()
+
+    return module
+
+
+def _swap_first_dim_and_replicated(named) -> None:  # type: ignore[no-untyped-def]
+    first, replicated = named.dim_shardings[0].axes[0], named.replicated_axes[0]
+    first.sub_axis_info.pre_size, replicated.sub_axis_info.pre_size = 2, 1
+
+
+@pytest.mark.parametrize("edit, printed", [
+    (lambda named: None, "{mesh['a'=4,'b'=2], [{'a':(1)2}, {'b', ?}], replicated={'a':(2)2}}"),
+    (_swap_first_dim_and_replicated, "{mesh['a'=4,'b'=2], [{'a':(2)2}, {'b', ?}], replicated={'a':(1)2}}"),
+    (lambda named: named.mesh.device_ids.extend([0, 2, 4, 6, 1, 3, 5, 7]),
+     "{mesh['a'=4,'b'=2], device_ids=(0,2,4,6,1,3,5,7), [{'a':(1)2}, {'b', ?}], replicated={'a':(2)2}}"),
+    (lambda named: named.ClearField("dim_shardings"), "{mesh['a'=4,'b'=2], [], replicated={'a':(2)2}}"),
+    (lambda named: [named.ClearField(f) for f in ("dim_shardings", "replicated_axes")], "{mesh['a'=4,'b'=2], replicated}"),
+    (lambda named: (named.ClearField("dim_shardings"), named.ClearField("replicated_axes"),
+                    named.manual_axes.add(mesh_axis_index=0), named.manual_axes.add(mesh_axis_index=1)),
+     "{mesh['a'=4,'b'=2], manual}"),
+    (lambda named: (named.ClearField("dim_shardings"), named.ClearField("replicated_axes"),
+                    named.unreduced_axes.add(mesh_axis_index=1)), "{mesh['a'=4,'b'=2], [], unreduced={'b'}}"),
+    (lambda named: named.dim_shardings[0].ClearField("is_closed"),
+     "{mesh['a'=4,'b'=2], [{'a':(1)2, ?}, {'b', ?}], replicated={'a':(2)2}}"),
+    (lambda named: setattr(named.dim_shardings[1], "is_closed", True),
+     "{mesh['a'=4,'b'=2], [{'a':(1)2}, {'b'}], replicated={'a':(2)2}}"),
+], ids=["as parsed", "sub-axes swapped", "device ids", "no dimensions", "replicated", "manual", "unreduced",
+        "open", "closed"])  # fmt: skip
+def test_named_shardings_print_as_xla_prints_them(oracle, edit, printed: str) -> None:  # type: ignore[no-untyped-def]
+    data = _named_edit(edit)(oracle)
+    ours = proto.module_bytes_to_hlo_text(data)
+    assert ours == oracle.module_proto_to_text(data)
+    assert f"sharding={printed}" in ours
+
+
+def _replicate_b_first(named) -> None:  # type: ignore[no-untyped-def]
+    """'b' moved from the second dimension to the replicated axes, ahead of 'a':(2)2."""
+    named.dim_shardings[1].ClearField("axes")
+    a = type(named.replicated_axes[0])()
+    a.CopyFrom(named.replicated_axes[0])
+    del named.replicated_axes[:]
+    named.replicated_axes.add(mesh_axis_index=1)
+    named.replicated_axes.append(a)
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda named: named.replicated_axes.add(mesh_axis_index=0), "overlap"),
+    (lambda named: named.dim_shardings[0].axes.add(mesh_axis_index=0, sub_axis_info={"pre_size": 2, "size": 2}),
+     "can be merged"),
+    (_replicate_b_first, "not sorted"),
+    (lambda named: setattr(named.dim_shardings[0].axes[0].sub_axis_info, "size", 3), "invalid sub-axis"),
+    (lambda named: named.dim_shardings[0].axes.add(mesh_axis_index=2), "out of range"),
+], ids=["overlap", "mergeable", "unsorted", "sub-axis", "index"])
+def test_named_shardings_xla_aborts_on_are_refused(oracle, edit, reason: str) -> None:  # type: ignore[no-untyped-def]
+    from hlo_dedup.xla import XlaError, isolated
+
+    data = _named_edit(edit)(oracle)
+    with pytest.raises(XlaError):
+        isolated.module_proto_to_text(data)
+    with pytest.raises(proto.ProtoError, match=reason):
+        proto.module_bytes_to_hlo_text(data)
+
+
 # ---------------------------------------------------------------------------------------------
 # The command
 

@@ -113,6 +113,9 @@ def test_mesh_form_materialises_like_xla(text: str, expected: str) -> None:
         ("mesh['x'=2,'y'=4] {'x':(1)2}", None),  # sub-axis must be smaller than the axis
         ("mesh['x'=2,'y'=2] {}", ((0,), (1,), (2,), (3,))),
         ("mesh['a\\'b'=2] {'a\\'b'}", ((0, 1),)),
+        # XLA prints a proto's mesh without axes so (its parser refuses it): no groups, all devices
+        ("mesh[] {}", ()),
+        ("maximal_mesh[device_id=-2] {}", ((-2,),)),
     ],
 )
 def test_mesh_variants(text: str, groups: tuple[tuple[int, ...], ...] | None) -> None:
@@ -285,7 +288,8 @@ def test_parse_is_memoised() -> None:
         ("[2,4]<=[2,4]T(0,0)", "permutation"),
         ("[2,4]<=[2,4]T(0,2)", "permutation"),
         ("[2,4]<=[]", "empty"),
-        ("mesh[] {}", "at least one axis"),
+        ("mesh[] {'a'}", "end the grouped mesh axes of an empty mesh"),
+        ("mesh[], device_ids=(0) {}", "expected '{'"),
         ("mesh['a'=2,'a'=2] {'a'}", "duplicate"),
         ("mesh['a'=0] {'a'}", "positive"),
         ("mesh['a'=2] {'b'}", "unknown mesh axis"),

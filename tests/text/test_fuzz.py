@@ -48,7 +48,9 @@ SNIPPETS = (
     "/*", "*/", "//", "\n", "<=", "->", "...", "f32[]", "f32[2]{0} ", "(f32[], s32[])", "s32[<=4]",
     "0", "-1", "99999999999999999999999", "parameter(0)", "add(", "tuple(", "{{0,1},{2}}",
     "[2,2]<=[3]", "[2,2]<=[2,2]T(1,0)", "{[0:-1:0]}", "{[0:2], [1:9:2]}", "\\", "\\x", "{a=\"\\q\"}",
-    "{}", "mesh['x'=2] {'x'}", "calls=", "to_apply=", "index=", "channel_id=", "\u00e9",
+    "{}", "mesh['x'=2] {'x'}", "mesh['a'=4,'b'=2], device_ids=([2,4]T(1,0)) {'a'}",
+    "mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'x'}", ", device_ids=(", "calls=", "to_apply=", "index=",
+    "channel_id=", "\u00e9",
 )
 ATTR_VALUE = re.compile(
     r"(?:replica_groups|dimensions|channel_id|slice|custom_call_target|backend_config|"

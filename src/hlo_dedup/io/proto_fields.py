@@ -64,7 +64,7 @@ SUPPORTED: dict[str, frozenset[str]] = {
     "OpSharding": frozenset(
         "type tile_shape tile_assignment_dimensions tile_assignment_devices tuple_shardings "
         "replicate_on_last_tile_dim metadata last_tile_dims iota_reshape_dims iota_transpose_perm "
-        "is_shard_group shard_group_id shard_group_type".split()
+        "is_shard_group shard_group_id shard_group_type named_sharding".split()
     ),
     "LayoutProto": frozenset(
         "minor_to_major tiles tail_padding_alignment_in_elements element_size_in_bits memory_space "

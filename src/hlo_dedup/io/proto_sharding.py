@@ -120,16 +120,16 @@ def _group_minor_iota_dims_sorted(
 
 class _Sharding:
     """An HloSharding as the printer needs it: `kind` is one of "replicated", "manual",
-    "unknown", "unreduced", "maximal", "tiled", "tuple"; `iota` the canonical
-    (reshape_dims, perm) of an iota tile assignment."""
+    "unknown", "unreduced", "maximal", "tiled", "tuple", "named" (then `named` is the
+    NamedShardingProto); `iota` the canonical (reshape_dims, perm) of an iota tile assignment."""
 
     __slots__ = ("kind", "metadata", "group", "device", "dims", "iota", "devices", "replicate_last", "subgroups",
-                 "elements")
+                 "elements", "named")
 
     def __init__(self, kind: str, metadata: list[Any], group: str = "", device: int = 0, dims: list[int] | None = None,
                  iota: tuple[list[int], list[int]] | None = None, devices: list[int] | None = None,
                  replicate_last: bool = False, subgroups: list[int] | None = None,
-                 elements: list[_Sharding] | None = None) -> None:
+                 elements: list[_Sharding] | None = None, named: Any = None) -> None:
         self.kind = kind
         self.metadata = metadata
         self.group = group
@@ -140,6 +140,7 @@ class _Sharding:
         self.replicate_last = replicate_last
         self.subgroups = subgroups
         self.elements = elements
+        self.named = named
 
 
 def _shard_group(proto: Any) -> str:
@@ -188,6 +189,10 @@ def _from_proto(proto: Any) -> _Sharding:
             raise InvalidProto("a tuple sharding has metadata")
         elements = [_from_proto(e) for e in proto.tuple_shardings]
         return _Sharding("tuple", [], group, elements=elements)
+    if proto.HasField("named_sharding"):
+        if group:
+            raise UnsupportedProto("OpSharding.named_sharding", "a named sharding in a shard group")
+        return _Sharding("named", [], named=proto.named_sharding)
     simple = {REPLICATED: "replicated", MANUAL: "manual", UNKNOWN: "unknown", UNREDUCED: "unreduced"}
     if kind in simple:
         return _Sharding(simple[kind], metadata, group)
@@ -263,6 +268,8 @@ def _print(s: _Sharding, include_metadata: bool) -> str:
         for i in range(1, len(s.elements)):
             parts.append((f", /*index={i}*/" if i % 5 == 0 else ", ") + _print(s.elements[i], include_metadata))
         return "{" + "".join(parts) + "}"
+    if s.kind == "named":
+        return _named_sharding_text(s.named, include_metadata)
     tail = (" " + s.group if s.group else "") + _metadata_text(s.metadata, include_metadata) + "}"
     if s.kind == "maximal":
         return f"{{maximal device={s.device}" + tail
@@ -325,17 +332,138 @@ def _iota_list_text(iota: Any) -> str:
 
 
 def _mesh_axes_text(proto: Any) -> str:
+    """``MeshAxesReplicaGroupList::ToString`` (whose constructor validates the axes as
+    ``ValidateSpanOfAxes``)."""
     mesh = proto.mesh
-    if mesh.device_ids or mesh.HasField("iota_transform") or not mesh.axes:
-        raise UnsupportedProto("MeshAxesReplicaGroupListProto.mesh", "meshes with explicit devices")
-    names = [a.name for a in mesh.axes]
-    axes = []
-    for ref in proto.axes:
-        if not 0 <= ref.mesh_axis_index < len(names):
-            raise InvalidProto("mesh axis index out of range")
-        text = f"'{names[ref.mesh_axis_index]}'"
-        if ref.HasField("sub_axis_info"):
-            text += f":({ref.sub_axis_info.pre_size}){ref.sub_axis_info.size}"
-        axes.append(text)
-    mesh_text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in mesh.axes) + "]"
-    return mesh_text + " {" + ",".join(axes) + "}"
+    sizes = [a.size for a in mesh.axes]
+    _check_axes([list(proto.axes)], sizes)
+    return _mesh_text(mesh) + " {" + ",".join(_axis_text(r, mesh) for r in proto.axes) + "}"
+
+
+def _mesh_text(mesh: Any) -> str:
+    """``Mesh::FromProto`` then ``Mesh::ToString``: the device order is printed unless it is
+    the plain iota (an iota transform that is one run once canonical, or none); a mesh
+    without axes is empty (``mesh[]``, all devices) or names one device (``maximal_mesh``).
+    What XLA's loader CHECK-fails on is refused."""
+    ids = list(mesh.device_ids)
+    if not mesh.axes:
+        if len(ids) > 1:
+            raise InvalidProto("a mesh without axes names more than one device")
+        return f"maximal_mesh[device_id={ids[0]}]" if ids else "mesh[]"
+    sizes = [a.size for a in mesh.axes]
+    if min(sizes) <= 0:
+        raise InvalidProto("mesh axis sizes must be positive")
+    text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in mesh.axes) + "]"
+    total = math.prod(sizes)
+    iota = mesh.iota_transform if mesh.HasField("iota_transform") else None
+    if iota is not None and iota.reshape_dims:
+        if ids:
+            raise InvalidProto("a mesh has both device_ids and an iota_transform")
+        perm = list(iota.transpose_perm)
+        if sorted(perm) != list(range(len(iota.reshape_dims))):
+            raise InvalidProto("a mesh iota_transform needs a permutation of its reshape dims")
+        reshape, perm = canonical_iota(list(iota.reshape_dims), perm)
+        if len(reshape) == 1:  # XLA keeps no order for the plain iota (nor checks its size)
+            return text
+        if math.prod(reshape) != total:
+            raise InvalidProto("a mesh iota_transform holds another number of devices than the mesh")
+        return text + ", device_ids=(" + iota_array_text(reshape, perm) + ")"
+    if not ids:
+        return text
+    if len(ids) != total or sorted(ids) != list(range(total)) or ids == list(range(total)):
+        raise InvalidProto("mesh device_ids must be a permutation of its devices other than the identity")
+    return text + ", device_ids=(" + ",".join(map(str, ids)) + ")"
+
+
+# ------------------------------------------------------------------------------------------
+# Axes of a mesh and named shardings (mesh_and_axis.cc, named_sharding.cc)
+
+
+def _axis_span(ref: Any, sizes: list[int]) -> tuple[int, int | None]:
+    """(pre-size, size) of an axis reference, size None for the whole axis; InvalidProto
+    where ``AxisRef::Validate`` (or its constructor) fails."""
+    if not 0 <= ref.mesh_axis_index < len(sizes):
+        raise InvalidProto("mesh axis index out of range")
+    if not ref.HasField("sub_axis_info"):
+        return 1, None
+    pre, size = ref.sub_axis_info.pre_size, ref.sub_axis_info.size
+    full = sizes[ref.mesh_axis_index]
+    if pre < 1 or size < 2 or full % (pre * size) or size >= full:
+        raise InvalidProto(f"invalid sub-axis ({pre}){size} of a mesh axis of size {full}")
+    return pre, size
+
+
+def _check_axes(lists: list[list[Any]], sizes: list[int]) -> None:
+    """The axes of all `lists` valid and pairwise able to coexist without overlap, and no two
+    neighbours in one list mergeable into one sub-axis (what XLA CHECK-fails on)."""
+    seen: dict[int, list[tuple[int, int | None]]] = {}
+    for refs in lists:
+        previous = None
+        for ref in refs:
+            pre, size = span = _axis_span(ref, sizes)
+            for other_pre, other_size in seen.setdefault(ref.mesh_axis_index, []):
+                if size is None or other_size is None:
+                    raise InvalidProto("mesh axes overlap")
+                if pre * size > other_pre and other_pre * other_size > pre:
+                    raise InvalidProto("mesh axes overlap")
+                if max(pre, other_pre) % min(pre * size, other_pre * other_size):
+                    raise InvalidProto("mesh axes cannot coexist")
+            if previous is not None and previous[0] == ref.mesh_axis_index and size and previous[2] \
+                    and previous[1] * previous[2] == pre:
+                raise InvalidProto("adjacent mesh axes can be merged")
+            seen[ref.mesh_axis_index].append(span)
+            previous = (ref.mesh_axis_index, *span)
+
+
+def _axis_text(ref: Any, mesh: Any) -> str:
+    """``AxisRef::ToString`` with the mesh's (quoted) axis name."""
+    text = f"'{mesh.axes[ref.mesh_axis_index].name}'"
+    if ref.HasField("sub_axis_info"):
+        text += f":({ref.sub_axis_info.pre_size}){ref.sub_axis_info.size}"
+    return text
+
+
+def _sort_key(ref: Any, sizes: list[int]) -> tuple[int, int, int]:
+    pre, size = _axis_span(ref, sizes)
+    return ref.mesh_axis_index, pre, size if size is not None else sizes[ref.mesh_axis_index]
+
+
+def _named_sharding_text(named: Any, include_metadata: bool) -> str:
+    """``NamedSharding::ToString``: the mesh, then (with no dimensions) `replicated`, or
+    `unreduced` / `manual` over the whole mesh in order, or nothing for a maximal mesh; else
+    the dimensions' axes and the replicated, unreduced and manual axes. InvalidProto where
+    ``VerifyNamedSharding`` fails."""
+    mesh = named.mesh
+    sizes = [a.size for a in mesh.axes]
+    text = "{" + _mesh_text(mesh)
+    dims = [list(d.axes) for d in named.dim_shardings]
+    kinds = {"replicated": list(named.replicated_axes), "unreduced": list(named.unreduced_axes),
+             "manual": list(named.manual_axes)}
+    _check_axes(dims + list(kinds.values()), sizes)
+    for refs in kinds.values():
+        keys = [_sort_key(r, sizes) for r in refs]
+        if keys != sorted(keys):
+            raise InvalidProto("a named sharding's replicated, unreduced or manual axes are not sorted")
+    metadata = ""
+    if include_metadata and named.metadata:
+        metadata = ", metadata={" + ", ".join("{" + op_metadata(m) + "}" for m in named.metadata) + "}"
+    if not mesh.axes and len(mesh.device_ids) == 1:  # maximal: nothing else is printed
+        return text + metadata + "}"
+    listed = [kind for kind, refs in kinds.items() if refs]
+    if not dims:  # (dimensions with no axes are printed as they are)
+        if not listed:
+            return text + ", replicated" + metadata + "}"
+        whole_mesh = [(i, 1, a.size) for i, a in enumerate(mesh.axes)]
+        if listed in (["unreduced"], ["manual"]) and [_sort_key(r, sizes) for r in kinds[listed[0]]] == whole_mesh:
+            return text + ", " + listed[0] + metadata + "}"
+    text += ", [" + ", ".join(_dimension_text(d, mesh) for d in named.dim_shardings) + "]"
+    for kind in listed:
+        text += f", {kind}={{" + ", ".join(_axis_text(r, mesh) for r in kinds[kind]) + "}"
+    return text + metadata + "}"
+
+
+def _dimension_text(dim: Any, mesh: Any) -> str:
+    axes = ", ".join(_axis_text(r, mesh) for r in dim.axes)
+    if not dim.is_closed:
+        axes += ", ?" if axes else "?"
+    return "{" + axes + "}"

@@ -360,7 +360,12 @@ class _Parser(TextCursor):
                         break
                 self.expect("]", "to end mesh axes")
             if not names:
-                raise self.error("a mesh must have at least one axis", start)
+                # XLA's parser refuses an empty mesh, but its printer writes one for a
+                # proto's mesh without axes, whose groups are none: all devices, as `{}`.
+                self.skip()
+                self.expect("{", "to start the grouped mesh axes")
+                self.expect("}", "to end the grouped mesh axes of an empty mesh")
+                return ()
             if len(set(names)) != len(names):
                 raise self.error(f"mesh has duplicate axis names: {names}", start)
             sizes = tuple(axis_sizes)
