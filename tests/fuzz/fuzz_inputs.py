@@ -406,6 +406,62 @@ def stack_frames(rng: random.Random, scale: float) -> str:
     return f"HloModule m\n\nFileNames\n{names}\n\nStackFrames\n{frames}\n\nENTRY e {{\n  ROOT p = f32[] parameter(0)\n}}\n"
 
 
+_GATHER = "all-gather({x}), replica_groups={{{{0,1}}}}, dimensions={{0}}"
+
+
+def self_calling_computation(rng: random.Random, scale: float) -> str:
+    """A computation that holds gathers and names itself: refused where it does, as XLA does."""
+    call = rng.choice(("call(p), to_apply=c", "while(p), condition=k, body=c", "while(p), condition=c, body=c",
+                       "conditional(b, p, p), true_computation=c, false_computation=c"))
+    return (f"HloModule m, replica_count=2\nk {{\n  p = f32[2] parameter(0)\n  ROOT t = pred[] constant(true)\n}}\n"
+            f"c {{\n  p = f32[2] parameter(0)\n  b = pred[] constant(true)\n  g0 = f32[4] {_GATHER.format(x='p')}\n"
+            f"  g1 = f32[4] {_GATHER.format(x='p')}\n  x = f32[2] {call}\n  ROOT a = f32[4] add(g0, g1)\n}}\n"
+            "ENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[4] call(p), to_apply=c\n}\n")
+
+
+def deep_calls_with_gathers(rng: random.Random, scale: float) -> str:
+    """A long acyclic chain of calls (or whiles) whose every level folds a duplicate gather."""
+    n = max(2, _size(rng, 3_000, scale))
+    looped = rng.random() < 0.5
+    parts = ["HloModule m, replica_count=2\n", "k {\n  p = f32[2] parameter(0)\n  ROOT t = pred[] constant(false)\n}\n",
+             f"c0 {{\n  p = f32[2] parameter(0)\n  g0 = f32[4] {_GATHER.format(x='p')}\n  g1 = f32[4] {_GATHER.format(x='p')}\n"
+             "  a = f32[4] add(g0, g1)\n  ROOT s = f32[2] slice(a), slice={[0:2]}\n}\n"]
+    for k in range(1, n):
+        inner = f"while(p), condition=k, body=c{k - 1}" if looped else f"call(p), to_apply=c{k - 1}"
+        parts.append(f"c{k} {{\n  p = f32[2] parameter(0)\n  g0 = f32[4] {_GATHER.format(x='p')}\n"
+                     f"  g1 = f32[4] {_GATHER.format(x='p')}\n  i = f32[2] {inner}\n  a = f32[4] add(g0, g1)\n"
+                     "  s = f32[2] slice(a), slice={[0:2]}\n  ROOT r = f32[2] add(s, i)\n}\n")
+    parts.append(f"ENTRY e {{\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), to_apply=c{n - 1}\n}}\n")
+    return "".join(parts)
+
+
+def gathers_after_a_long_walk(rng: random.Random, scale: float) -> str:
+    """Many gathers whose walks share one long chain (converts, opt-barriers, gathers)."""
+    n, m = max(2, _size(rng, 20_000, scale)), max(1, _size(rng, 2_000, scale))
+    step = rng.choice(("convert", "opt-barrier", "gather"))
+    lines = ["c0 = f32[2] parameter(0)"]
+    for k in range(1, n):
+        if step == "gather":
+            lines.append(f"c{k} = f32[2] all-gather(c{k - 1}), replica_groups={{{{0}},{{1}}}}, dimensions={{0}}")
+        else:
+            lines.append(f"c{k} = f32[2] {step}(c{k - 1})")
+    lines += [f"g{j} = f32[4] {_GATHER.format(x=f'c{n - 1}')}" for j in range(m)]
+    return _module(*lines, "ROOT t = tuple(" + ", ".join(f"g{j}" for j in range(m)) + ")")
+
+
+def huge_metadata(rng: random.Random, scale: float) -> str:
+    """Metadata with numbers past int64 and strings of megabytes, on gathers that fold."""
+    digits = "9" * _size(rng, 6_000, scale)
+    text = "x" * _size(rng, 2_000_000, scale)
+    where = rng.randrange(4)
+    meta = (f'source_file="a.py" source_line={digits}', f"stack_frame_id={digits}", f'op_name="{text}"',
+            f'op_name="{text[:1000]}\\\\" source_file="{text}"')[where]
+    tables = f'FileNames\n  {digits} "a.py"\nStackFrames\n  1 {{file_location_id={digits} parent_frame_id=0}}\n\n'
+    head = "HloModule m, replica_count=2\n\n" + (tables if rng.random() < 0.3 else "")
+    return (head + f"ENTRY e {{\n  p = f32[2] parameter(0)\n  g0 = f32[4] {_GATHER.format(x='p')}, metadata={{{meta}}}\n"
+            f"  g1 = f32[4] {_GATHER.format(x='p')}, metadata={{{meta}}}\n  ROOT a = f32[4] add(g0, g1)\n}}\n")
+
+
 GENERATORS: dict[str, Callable[[random.Random, float], str]] = {
     f.__name__: f
     for f in (
@@ -413,7 +469,8 @@ GENERATORS: dict[str, Callable[[random.Random, float], str]] = {
         control_predecessors, replica_groups, long_strings, unterminated_comments, long_names, call_chain,
         bare_shape_chain, fusion_dead_parameters, many_gathers, huge_numbers, split_markers,
         whitespace_and_comments, token_soup, many_computations, many_attributes, long_shapes, stack_frames,
-        nested_operands, line_regex_stress,
+        nested_operands, line_regex_stress, self_calling_computation, deep_calls_with_gathers,
+        gathers_after_a_long_walk, huge_metadata,
     )
 }
 
@@ -463,6 +520,25 @@ def proto_case(rng: random.Random, scale: float) -> tuple[bytes, str, str] | Non
     return bytes(data), rng.choice((".pb", ".hlo")), "binary proto, bytes flipped/cut/inserted"
 
 
+def gzip_case(rng: random.Random, scale: float) -> tuple[bytes, str]:
+    """A compressed input: a real module, cut or flipped gzip data, or a bomb."""
+    import gzip
+
+    kind = rng.randrange(5)
+    module = seed_bytes(rng.choice(seed_files()))
+    if kind == 0:
+        return gzip.compress(module), "a module, compressed"
+    if kind == 1:
+        data = gzip.compress(module)
+        return data[: rng.randrange(2, len(data))], "compressed data cut short"
+    if kind == 2:
+        return gzip.compress(module) + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9))), "trailing bytes"
+    size = _size(rng, 256 << 20, scale)
+    if kind == 3:
+        return gzip.compress(b"\0" * size, compresslevel=1), f"a bomb of {size} NUL bytes"
+    return gzip.compress(b"HloModule m\n" + b" " * size, compresslevel=1), f"a bomb of {size} blanks"
+
+
 # -------------------------------------------------------------------------------- cases
 def make_case(seed: int, index: int, scale: float = 1.0, *, protos: bool = True) -> Case:
     """Case `index` of the campaign `seed` (the same arguments give the same bytes)."""
@@ -478,6 +554,9 @@ def make_case(seed: int, index: int, scale: float = 1.0, *, protos: bool = True)
         name = rng.choice(sorted(GENERATORS))
         text = GENERATORS[name](rng, scale)
         return Case(index, f"crafted:{name}", name, text.encode("utf-8", "surrogateescape"), ".hlo", flags)
+    if pick < 0.38:
+        data, detail = gzip_case(rng, scale)
+        return Case(index, "gzip", detail, data, ".hlo.gz", flags)
     files = seed_files()
     path = rng.choice(files)
     data = seed_bytes(path)
