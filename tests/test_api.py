@@ -4,6 +4,7 @@ semantic comparison reachable from the package."""
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,47 @@ def test_load_takes_what_jax_hands_a_user(xla_client) -> None:  # type: ignore[n
         hlo_dedup.load(f)
     with pytest.raises(TypeError, match="got Traced, which has no HLO until it is lowered"):
         hlo_dedup.load(f.trace(*args))
+
+
+def test_a_string_that_is_neither_a_file_nor_hlo_says_both() -> None:
+    with pytest.raises(FileNotFoundError, match=r"no such file, and not HLO text either"):
+        hlo_dedup.load("not hlo at all")
+    one_line = "HloModule m ENTRY e { ROOT p = f32[] parameter(0) }"  # a module needs no line break
+    assert hlo_dedup.load(one_line).to_text() == one_line
+    with pytest.raises(TypeError, match=r"^stage= needs a jax.jit\(f\).lower\(\*args\) object to compile; got str"):
+        hlo_dedup.load(one_line, stage="after_spmd_partitioning")
+
+
+_GSPMD_PROGRAM = """
+import jax, jax.numpy as jnp, hlo_dedup
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("d",), axis_types=(AxisType.Auto,))
+
+@jax.jit
+def f(w, x):
+    full = jax.lax.with_sharding_constraint(w, NamedSharding(mesh, P()))
+    return jnp.tanh(x @ full) @ full.T
+
+lowered = f.lower(jax.ShapeDtypeStruct((64, 16), jnp.float32, sharding=NamedSharding(mesh, P("d", None))),
+                  jax.ShapeDtypeStruct((4, 64), jnp.float32))
+gathers = lambda m: sum(i.opcode == "all-gather" for c in m.computations for i in c)
+assert hlo_dedup.load(lowered, stage="before_optimizations").to_text() == lowered.as_text(dialect="hlo")
+partitioned = hlo_dedup.load(lowered, stage="after_spmd_partitioning")
+print(gathers(hlo_dedup.load(lowered)), gathers(partitioned), partitioned.entry.name.endswith("_spmd"),
+      gathers(hlo_dedup.load(lowered, stage="after_optimizations")))
+try:
+    hlo_dedup.load(lowered, stage="after_lunch")
+except ValueError as e:
+    print(e)
+"""
+
+
+def test_a_gspmd_program_is_loaded_after_partitioning(xla_client) -> None:  # type: ignore[no-untyped-def]
+    # jax.jit with a sharding constraint over 8 devices: before optimizations the module
+    # holds annotations only; XLA's SPMD partitioner writes the all-gather the pass looks at.
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", _GSPMD_PROGRAM], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    counts, error = proc.stdout.splitlines()
+    assert counts == "0 1 True 1"
+    assert error.startswith("unknown stage 'after_lunch': expected one of before_optimizations, after_spmd_partitioning")

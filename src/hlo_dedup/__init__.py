@@ -14,6 +14,7 @@ writing them and the XLA oracle need `pip install 'hlo-dedup[xla]'`.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Sequence
 
@@ -41,31 +42,45 @@ _ACCEPTED = ("a path, HLO text, bytes (HLO text or an HLO proto, gzip allowed), 
              "you: jax.jit(f).lower(*args) (HLO before optimization) or its .compile() (after)")
 
 
-def load_all(source: object, *, spmd: bool = True, format: str | None = None) -> list[HloModule]:
+def load_all(source: object, *, spmd: bool = True, format: str | None = None,
+             stage: str | None = None) -> list[HloModule]:
     """Every module in `source`: a file (HLO text or a proto container, as `hlo-dedup` reads
     it), a string of HLO text, bytes of either, or a JAX `Lowered` / `Compiled` object (their
-    HLO text, before and after XLA's optimizations). A string with a line break is the text
-    itself (every module XLA prints spans lines; no file name has one), any other string a
-    path. Anything else is a TypeError that says what is accepted."""
-    if isinstance(source, str) and "\n" in source:
+    HLO text, before and after XLA's optimizations). A string with a line break, or one that
+    starts as a module does, is the text itself; any other string a path. Anything else is a
+    TypeError that says what is accepted.
+
+    `stage` (with a `Lowered`): "before_optimizations" (the default), "after_spmd_partitioning"
+    (compiled on XLA:CPU, the module as XLA's partitioner left it: where a GSPMD program's
+    all-gathers are) or "after_optimizations"."""
+    if stage is not None and type(source).__name__ != "Lowered":
+        raise TypeError(f"stage= needs a jax.jit(f).lower(*args) object to compile; got {type(source).__name__}")
+    if isinstance(source, str) and ("\n" in source or _TEXT_START.match(source)):
         return parse_modules(source, "<string>", spmd=spmd)
     if isinstance(source, (str, os.PathLike)):
         from .io.formats import read_modules
 
+        if isinstance(source, str) and not os.path.lexists(source):
+            raise FileNotFoundError(2, "no such file, and not HLO text either (a module starts with "
+                                       "'HloModule' or a computation; text with line breaks is read as text)", source)
         return read_modules(source, spmd=spmd, format=format)
     if isinstance(source, (bytes, bytearray, memoryview)):
         from .io.formats import decompress, modules_from_bytes
 
         return modules_from_bytes(decompress(bytes(source), "<bytes>"), "<bytes>", spmd=spmd, format=format)
-    return parse_modules(_jax_hlo_text(source), f"<jax {type(source).__name__}>", spmd=spmd)
+    return parse_modules(_jax_hlo_text(source, stage), f"<jax {type(source).__name__}>", spmd=spmd)
 
 
-def load(source: object, *, spmd: bool = True, format: str | None = None) -> HloModule:
+def load(source: object, *, spmd: bool = True, format: str | None = None, stage: str | None = None) -> HloModule:
     """The (first) module in `source` (see `load_all`)."""
-    return load_all(source, spmd=spmd, format=format)[0]
+    return load_all(source, spmd=spmd, format=format, stage=stage)[0]
 
 
-def _jax_hlo_text(source: object) -> str:
+#: HLO text on one line: the module header, or an ENTRY computation.
+_TEXT_START = re.compile(r"\s*(?:HloModule\s|ENTRY\s)")
+
+
+def _jax_hlo_text(source: object, stage: str | None = None) -> str:
     """The HLO text of a JAX `Lowered` (`as_text(dialect="hlo")`) or `Compiled` (`as_text()`)
     object; a TypeError naming what is accepted for anything else. jax is never imported
     here: an object of its kind means it already was."""
@@ -74,6 +89,10 @@ def _jax_hlo_text(source: object) -> str:
         import jax.stages as stages
     kind = type(source).__name__
     if stages is not None and isinstance(source, stages.Lowered):
+        if stage is not None:
+            from .xla.stages import stage_text
+
+            return stage_text(source, stage)
         return source.as_text(dialect="hlo")
     if stages is not None and isinstance(source, stages.Compiled):
         text = source.as_text()
