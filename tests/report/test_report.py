@@ -177,18 +177,42 @@ def test_a_dump_reads_by_module_then_stage() -> None:
         "cpu_after_optimizations 0 folds",
         lines[1],  # extra.hlo: its own line, as before
         "jit_f (module_0004): before_optimizations failed",
-        "skipped 3 files: 2 LLVM IR, 1 duplicate (reasons: --report, or --v=1)",
+        "skipped 3 files: 2 LLVM IR, 1 duplicate (each file and why: --report FILE, or --v=1 on stderr)",
         "dump/module_0004.jit_f.before_optimizations.txt: error: oops",
         "files: 4 ok, 1 failed (of 5), 3 skipped; read 4.9 KiB, wrote nothing (--report-only)",
     ]
     assert lines[1].startswith("extra.hlo: 1 of 2 modules changed, 2 folds")
+    # Totals per stage, each program once there, then the files outside the dump layout:
+    # never 6 + 1 folds of one program summed over the stages XLA dumped it at.
+    totals = [line for line in lines if line.startswith("total")]
+    assert [t.split(",")[:2] for t in totals] == [
+        ["total at before_optimizations: 1 of 1 program changed", " 6 folds"],
+        ["total at 0001.p.after_spmd-partitioning.before_x: 1 of 1 program changed", " 1 fold"],
+        ["total at cpu_after_optimizations: 0 of 1 program changed", " 0 folds"],
+        ["total of the other files: 1 of 2 modules changed", " 2 folds"],
+    ]
     data = json.loads(render_json(report))
+    assert [(t["stage"], t["programs"], t["folds"]) for t in data["batch"]["totals_by_stage"]] == [
+        ("before_optimizations", 1, 6), ("0001.p.after_spmd-partitioning.before_x", 1, 1),
+        ("cpu_after_optimizations", 1, 0)]
     jsonschema.validate(data, load_schema())
     assert data["report_only"] is True and data["output"] is None and data["batch"]["output_dir"] is None
     assert data["batch"]["skipped"][0] == {"path": "dump/a.ll", "kind": "LLVM IR",
                                            "reason": "LLVM IR XLA generated (not HLO, by its name)"}
     assert [(i["module"], i["stage"]) for i in data["inputs"]][3:] == [(None, None), ("jit_f (module_0004)",
                                                                        "before_optimizations")]
+
+
+def test_a_recompiled_program_counts_once_per_stage() -> None:
+    from hlo_dedup.report.model import program_of, stage_totals
+
+    assert program_of("jit_f (module_0008)") == "jit_f" and program_of("jit_f") == "jit_f"
+    assert program_of("odd (name)") == "odd (name)"
+    first, again = sample_result("a.txt"), sample_result("b.txt")
+    first.module, first.stage = "jit_f", "before_optimizations"
+    again.module, again.stage = "jit_f (module_0008)", "before_optimizations"
+    [t] = stage_totals([first, again])
+    assert (t["programs"], t["recompiles_not_counted"], t["modules"]) == (1, 1, len(first.modules))
 
 
 def test_human_bytes() -> None:

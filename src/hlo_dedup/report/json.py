@@ -57,7 +57,7 @@ from typing import Any
 
 from ..passes import InstructionFate, PassResult
 from .memo import Memo
-from .model import InputResult, ModuleRun, RunReport, module_totals, rounded_timings
+from .model import InputResult, ModuleRun, RunReport, module_totals, rounded_timings, stage_totals
 
 SCHEMA_VERSION = 2
 SCHEMA_FILE = "schema.json"
@@ -102,6 +102,9 @@ def report_json(report: RunReport) -> dict[str, Any]:
             "wall_seconds": round(batch.wall_seconds, 6),
             "skipped": [{"path": s.path, "kind": s.kind, "reason": s.reason} for s in batch.skipped],
         }
+        by_stage = stage_totals(report.inputs)
+        if by_stage:
+            data["batch"]["totals_by_stage"] = by_stage
         data["inputs"] = [_input_json(r) for r in report.inputs]
     return data
 

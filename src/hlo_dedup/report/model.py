@@ -199,6 +199,39 @@ def module_totals(modules: Sequence[ModuleRun]) -> dict[str, int]:
     }
 
 
+def program_of(module_key: str) -> str:
+    """The program a dump module belongs to: `jit_f (module_0008)` (a recompile XLA numbered
+    apart) is `jit_f`."""
+    name, sep, rest = module_key.rpartition(" (module_")
+    return name if sep and rest.endswith(")") else module_key
+
+
+def stage_totals(inputs: Sequence[InputResult]) -> list[dict[str, Any]]:
+    """The counts of a dump run per stage, each program counted once at each stage: a sum
+    over stages would count one fold as often as XLA dumped the module, and a sum over
+    recompiles as often as the program was compiled. Per stage, in pipeline order: `stage`, `programs`, `recompiles_not_counted` and `module_totals` of the
+    first module of each program there. Inputs outside a dump layout are not in any."""
+    firsts: dict[str, dict[str, InputResult]] = {}
+    repeats: dict[str, int] = {}
+    for r in inputs:
+        if r.module is None or r.stage is None or not r.ok:
+            continue
+        programs = firsts.setdefault(r.stage, {})
+        program = program_of(r.module)
+        if program in programs:
+            repeats[r.stage] = repeats.get(r.stage, 0) + 1
+        else:
+            programs[program] = r
+    from ..io.layouts import stage_order  # dump-tree runs only
+
+    out = []
+    for stage, programs in sorted(firsts.items(), key=lambda kv: stage_order(kv[0])):
+        counts = module_totals([m for r in programs.values() for m in r.modules])
+        out.append({"stage": stage, "programs": len(programs), "recompiles_not_counted": repeats.get(stage, 0),
+                    **counts})
+    return out
+
+
 def rounded_timings(timings: dict[str, float]) -> dict[str, float]:
     """Per-phase seconds to the microsecond, plus their total (as the JSON report gives them)."""
     out = {k: round(timings.get(k, 0.0), 6) for k in PHASES}

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ..io.formats import display_name
 from ..passes import PassResult
-from .model import PHASES, InputResult, RunReport, module_totals, peak_changes
+from .model import PHASES, InputResult, RunReport, module_totals, peak_changes, stage_totals
 from .units import human_bytes, human_seconds, plural
 
 MAX_LISTED = 20  # folds or hazards listed per pass
@@ -217,7 +217,26 @@ def _skipped_line(report: RunReport) -> list[str]:
         return []
     kinds = Counter(s.kind for s in skipped)
     listed = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-    return [f"skipped {plural(len(skipped), 'file')}: {listed} (reasons: --report, or --v=1)"]
+    return [f"skipped {plural(len(skipped), 'file')}: {listed} (each file and why: --report FILE, or --v=1 on stderr)"]
+
+
+def _batch_total_lines(inputs: Sequence[InputResult]) -> list[str]:
+    """Totals per dump stage (each program once there), then over the files outside a dump
+    layout; over everything when no file is in one."""
+    by_stage = stage_totals(inputs)
+    if not by_stage:
+        return [_total_line(module_totals([m for r in inputs for m in r.modules]))]
+    lines = []
+    for t in by_stage:
+        line = _total_line(t).replace("total: ", f"total at {t['stage']}: ", 1)
+        line = line.replace(f" of {plural(t['modules'], 'module')} changed", f" of {plural(t['programs'], 'program')} changed", 1)
+        if t["recompiles_not_counted"]:
+            line += f" ({plural(t['recompiles_not_counted'], 'recompile')} counted once)"
+        lines.append(line)
+    others = [m for r in inputs if r.module is None or r.stage is None for m in r.modules]
+    if others:
+        lines.append(_total_line(module_totals(others)).replace("total: ", "total of the other files: ", 1))
+    return lines
 
 
 def _batch_lines(report: RunReport, errors: Sequence[str]) -> list[str]:
@@ -236,7 +255,7 @@ def _batch_lines(report: RunReport, errors: Sequence[str]) -> list[str]:
     lines.append(f"files: {ok} ok, {len(inputs) - ok} failed (of {len(inputs)}){skipped}; "
                  f"read {human_bytes(read)}, " + ("wrote nothing (--report-only)" if report.report_only
                                                    else f"wrote {human_bytes(wrote)}"))
-    lines.append(_total_line(report.totals()))
+    lines += _batch_total_lines(inputs)
     wall, workers = report.batch.wall_seconds, report.batch.workers
     rate = f", {len(inputs) / wall:.1f} files/s" if wall > 0 and inputs else ""
     summed = {k: round(sum(round(r.timings.get(k, 0.0), 6) for r in inputs), 6) for k in PHASES}
