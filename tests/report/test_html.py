@@ -252,6 +252,9 @@ def test_batch_page_lists_modules_quiet_ones_and_failed_files(tmp_path: Path) ->
     page = (tmp_path / "b.html").read_text()
     assert f"<title>hlo-dedup report: {tmp_path / 'in'} (3 files)</title>" in page
     assert f"Paths relative to <code>{tmp_path / 'in'}</code>" in page
+    assert f"<span>3 files &#8594; {tmp_path / 'out'}</span>" in page  # where they went, not the -o default
+    status, _ = run_cli([str(tmp_path / "in"), "--report-only", "--html", str(tmp_path / "r.html")])
+    assert "<span>3 files, nothing written (--report-only)</span>" in (tmp_path / "r.html").read_text()
 
     def rows(table: str) -> list[tuple[str, str]]:
         body = re.search(rf'<table class="{table}">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)

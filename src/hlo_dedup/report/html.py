@@ -103,7 +103,9 @@ def _header(report: RunReport, title: str, command_line: str, version: str) -> s
         facts.append(f"peak budget {human_bytes(report.max_peak_increase)}")
     facts.append("SPMD" if report.spmd else "not SPMD")
     if report.batch is not None:
-        facts.append(f"{plural(len(report.inputs), 'file')} \u2192 {report.output}")
+        where = report.batch.output_dir
+        facts.append(f"{plural(len(report.inputs), 'file')} \u2192 {where}" if where else
+                     f"{plural(len(report.inputs), 'file')}, nothing written (--report-only)")
     elif report.output:
         facts.append(f"output {'standard output' if report.output == '-' else report.output}")
     sub = "".join(f"<span>{escape(f)}</span>" for f in facts)
