@@ -556,7 +556,7 @@ def make_case(seed: int, index: int, scale: float = 1.0, *, protos: bool = True)
         return Case(index, f"crafted:{name}", name, text.encode("utf-8", "surrogateescape"), ".hlo", flags)
     if pick < 0.38:
         data, detail = gzip_case(rng, scale)
-        return Case(index, "gzip", detail, data, ".hlo.gz", flags)
+        return Case(index, "gzip", detail, data, ".hlo.gz", flags, text_input=False)  # gzip errors have no line
     files = seed_files()
     path = rng.choice(files)
     data = seed_bytes(path)

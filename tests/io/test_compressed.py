@@ -102,6 +102,8 @@ def test_a_gzip_bomb_is_refused_on_its_first_bytes_or_its_ratio(tmp_path: Path) 
 
 
 def test_gzip_members_and_zero_padding_read_as_gzip_reads_them(tmp_path: Path) -> None:
+    (tmp_path / "empty.hlo.gz").write_bytes(gzip.compress(b""))
+    assert run(tmp_path / "empty.hlo.gz")[1].endswith("empty.hlo.gz:1:1: error: expected 'HloModule' or a computation\n")
     data = FSDP.read_bytes()
     (tmp_path / "m.hlo.gz").write_bytes(gzip.compress(data[:100]) + gzip.compress(data[100:]) + b"\0" * 7)
     (tmp_path / "j.hlo.gz").write_bytes(gzip.compress(data) + b"junk")

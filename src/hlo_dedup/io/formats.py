@@ -163,7 +163,7 @@ def decompress(data: bytes, filename: str, check_head: HeadCheck | None = None) 
             while not member.eof:
                 chunk = member.decompress(feed, _GZIP_CHUNK)
                 feed = member.unconsumed_tail
-                if not chunk and not feed:
+                if not chunk and not feed and not member.eof:
                     raise FormatError(filename, "corrupt or truncated gzip data: it ends inside the compressed data")
                 if check_head is not None and chunk:
                     check_head(chunk[:HEAD_BYTES])
