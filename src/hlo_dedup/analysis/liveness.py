@@ -8,9 +8,14 @@ HloDataflowAnalysis (which instruction defines which value) and HloLiveRange (ho
 value lives), simplified where XLA's answer depends on the backend:
 
 Schedule
-    The instruction order of a computation is its schedule: exactly XLA's sequence when
-    the module has ``is_scheduled=true``; otherwise the text order, which is a valid
-    order (XLA prints post order) but not necessarily the one XLA would schedule. An
+    When the module has ``is_scheduled=true``, a computation's instruction order is its
+    schedule, exactly XLA's sequence, and every instruction is priced as written (XLA
+    already fused it). A module before optimizations is priced as a compiler would run
+    it (``compiler_model``): the instructions XLA gives no buffer are aliases
+    (`fusion_model`), and the schedule is the better of the text order and a list
+    schedule (`schedule`), like XLA's default memory scheduler. ``schedule`` on each
+    computation's model says which (``MODULE_SCHEDULE``, ``MEMORY_MINIMIZING``, or
+    ``TEXT_ORDER`` when the compiler model is turned off for an unscheduled module). An
     instruction a pass appended after its users (the preprocess-kernel pass's clones)
     is placed right before its first user, as the printer writes it. An instruction
     written without a shape that cannot be inferred (XLA's text allows omitting it)
@@ -54,6 +59,7 @@ from typing import TYPE_CHECKING
 from ..plain import FrozenRecord, init_frozen
 from .buffers import (
     DEFINE,
+    FORWARD,
     GTE,
     STATIC,
     Buffer,
@@ -66,6 +72,8 @@ from .buffers import (
     new_leaves,
     runs_callee,
 )
+from .fusion_model import BITCAST, FUSED, compiler_aliases
+from .schedule import list_schedule
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
@@ -76,6 +84,11 @@ if TYPE_CHECKING:
 # Opcode classes of the build loop: 0 is a plain definer.
 STATIC_CODE = 1  # parameter, constant
 SPECIAL_CODE = 2  # visited one by one: aliases, calls
+
+#: Which schedule a model's program points follow (`ComputationLiveness.schedule`).
+MODULE_SCHEDULE = "module's schedule"  # an is_scheduled=true module's own order
+TEXT_ORDER = "text order"
+MEMORY_MINIMIZING = "memory-minimizing schedule"  # `schedule.memory_minimizing`
 
 class BufferRange(FrozenRecord):
     """One buffer's live range in program points of its computation (both inclusive): the
@@ -99,17 +112,34 @@ class ComputationLiveness:
     pass over the instruction objects costs a visible share of parsing, so there is one.
     """
 
-    def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation) -> None:
+    def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation,
+                 order: list[HloInstruction] | None = None, aliases: dict[HloInstruction, int] | None = None,
+                 schedule: str = TEXT_ORDER) -> None:
+        """`order`: the schedule (default: the text order); `aliases`: the instructions a
+        compiler gives no buffer (`fusion_model.compiler_aliases`), none by default;
+        `schedule` says which schedule `order` is, for the reports."""
         self.computation = computation
-        insts = computation.instructions
+        self.schedule = schedule
+        self.aliases = aliases or {}
         texts = None
-        if computation.definition_ordered:
+        if order is not None:
+            insts = order
+        elif computation.definition_ordered:
+            insts = computation.instructions
             texts = computation.shape_texts()
         else:
             # A pass appended instructions after their users (the preprocess-kernel pass's
             # clones): place each right before its first user, as the printer writes it.
-            insts = definition_order(computation.name, insts)
+            insts = definition_order(computation.name, computation.instructions)
         special = self._scan(insts, module_liveness, texts)
+        if self.aliases:  # plain definers the compiler gives no buffer: visited one by one
+            position, sizes = self.position, self.sizes
+            for inst in self.aliases:
+                p = position[inst]
+                if sizes[p]:
+                    sizes[p] = 0
+                    special.append(p)
+            special.sort()  # an alias's operands are visited before it
         self.instructions = insts
         n = len(insts)
         # Everything else: the buffers its value lives in, and the ones it defines.
@@ -182,6 +212,14 @@ class ComputationLiveness:
     def _classify(self, inst: HloInstruction, p: int, ml: ModuleLiveness) -> None:
         """Leaves and own buffers of an instruction that is not a plain definer."""
         code, arg = kind_of(inst.opcode)
+        compiled = self.aliases.get(inst)
+        if compiled == FUSED:
+            static = self.static
+            self.leaves[inst] = tuple(dict.fromkeys(
+                b for o in inst.operands for b in self.leaves_of(o) if b not in static))
+            return
+        if compiled == BITCAST:
+            code, arg = FORWARD, None
         try:
             # Most aliases are read from their operands' leaves alone: their own shape is
             # decoded only when the rule needs it.
@@ -391,8 +429,11 @@ class ModuleLiveness:
     analysed. The module must not change while this object is in use.
     """
 
-    def __init__(self, module: HloModule) -> None:
+    def __init__(self, module: HloModule, *, compiler_model: bool | None = None) -> None:
         self.module = module
+        # A module before optimizations is priced as a compiler would fuse and schedule it
+        # (`fusion_model`, `schedule`); a scheduled one as it is.
+        self.compiler_model = not module.is_scheduled if compiler_model is None else compiler_model
         self._computations: dict[HloComputation, ComputationLiveness] = {}
         self.call_sites: dict[HloComputation, list[tuple[HloComputation, HloInstruction]]] = {}
         # Per shape text (a module writes few distinct ones): its bytes as a plain buffer,
@@ -436,8 +477,23 @@ class ModuleLiveness:
         comp = self._resolve(computation)
         found = self._computations.get(comp)
         if found is None:
-            found = self._computations[comp] = ComputationLiveness(self, comp)
+            found = self._computations[comp] = self._build(comp)
         return found
+
+    def _build(self, comp: HloComputation) -> ComputationLiveness:
+        """The model of one computation: as written for a scheduled module (or when asked);
+        otherwise with the compiler's buffers, under the better of the text order and the
+        list scheduler's order (XLA's memory scheduler also takes the best of several)."""
+        if not self.compiler_model:
+            return ComputationLiveness(self, comp, schedule=MODULE_SCHEDULE if self.module.is_scheduled else TEXT_ORDER)
+        text_order = comp.instructions if comp.definition_ordered else definition_order(comp.name, comp.instructions)
+        aliases = compiler_aliases(comp, text_order)
+        written = ComputationLiveness(self, comp, aliases=aliases, schedule=MEMORY_MINIMIZING)
+        if len(text_order) < 3:
+            return written
+        listed = ComputationLiveness(self, comp, order=list_schedule(written), aliases=aliases,
+                                     schedule=MEMORY_MINIMIZING)
+        return listed if listed.peak_bytes < written.peak_bytes else written
 
     def _resolve(self, computation: HloComputation | str) -> HloComputation:
         if not isinstance(computation, str):
@@ -462,7 +518,9 @@ class ModuleLiveness:
         """Nested bytes at a while/conditional/call/async call site (records the site)."""
         best = 0
         for callee in inst.called_computations:
-            self.call_sites.setdefault(callee, []).append((caller, inst))
+            sites = self.call_sites.setdefault(callee, [])
+            if (caller, inst) not in sites:  # a computation may be modelled under two orders
+                sites.append((caller, inst))
             best = max(best, self.nested_bytes(callee))
         return best
 
@@ -481,6 +539,7 @@ class ModuleLiveness:
         return list(self._computations.values())
 
 
-def analyze(module: HloModule) -> ModuleLiveness:
-    """Liveness for `module` (computations are analysed when first asked for)."""
-    return ModuleLiveness(module)
+def analyze(module: HloModule, *, compiler_model: bool | None = None) -> ModuleLiveness:
+    """Liveness for `module` (computations are analysed when first asked for); see
+    `ModuleLiveness` for `compiler_model`."""
+    return ModuleLiveness(module, compiler_model=compiler_model)
