@@ -93,6 +93,18 @@ def tied_tail(d: int, layers: int = 4, batch: int = 64):
     return jax.jit(f).lower(_spec((d, d), True), [_spec((d, d), True)] * layers, _spec((batch, d), False))
 
 
+def tied_square_tail(d: int, layers: int = 4):
+    """The tied weight's second use is an elementwise product with the last activation."""
+    def body(tied, ws, x):
+        h = jnp.tanh(x @ _gather(tied))
+        for w in ws:
+            h = jnp.tanh(h @ _gather(w))
+        return jnp.tanh(h) * _gather(tied) + 1.0
+
+    f = jax.shard_map(body, mesh=MESH, in_specs=(P("x"), P("x"), P()), out_specs=P(), check_vma=False)
+    return jax.jit(f).lower(_spec((d, d), True), [_spec((d, d), True)] * layers, _spec((d, d), False))
+
+
 def tied_remat_train(d: int, layers: int = 4, batch: int = 64):
     def layer(w, h):
         return jnp.tanh(h @ _gather(w))
@@ -117,6 +129,7 @@ PROGRAMS = {
     "tied-infer-16M": lambda: tied_inference(2048),
     "tied-infer-4M": lambda: tied_inference(1024),
     "tied-tail-16M": lambda: tied_tail(2048),
+    "tied-square-tail-4M": lambda: tied_square_tail(1024),
     "tied-remat-train-16M": lambda: tied_remat_train(2048),
     "tied-remat-train-1M": lambda: tied_remat_train(512),
 }

@@ -116,17 +116,13 @@ def transpose_is_bitcast(inst: HloInstruction) -> bool:
     return [permutation[d] for d in _physical_order(out)] == _physical_order(operand)
 
 
-def _bitcast_like(inst: HloInstruction) -> bool:
-    op = inst.opcode
+def _layout_bitcast(inst: HloInstruction) -> bool:
+    """A reshape or transpose that keeps the bytes as they are (False if its shapes or
+    attributes cannot be read)."""
     try:
-        if op == "reshape":
-            return reshape_is_bitcast(inst)
-        if op == "transpose":
-            return transpose_is_bitcast(inst) or (
-                inst.user_count > 0 and all(u.opcode == "dot" for u in inst.iter_users()))
-    except (ValueError, IndexError, TypeError, AttributeError):  # an unreadable shape or attribute
+        return reshape_is_bitcast(inst) if inst.opcode == "reshape" else transpose_is_bitcast(inst)
+    except (ValueError, IndexError, TypeError, AttributeError):
         return False
-    return False
 
 
 def _fusible_consumer(user: HloInstruction, folded: set[HloInstruction]) -> bool:
@@ -140,17 +136,23 @@ def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -
     """BITCAST or FUSED for each instruction of `computation` (in `order`, every operand
     before its users) that a compiler gives no buffer of its own; the others allocate."""
     root = computation.root
-    # Transposes a dot absorbs are not consumers a producer fuses into.
-    folded = {i for i in order if i.opcode == "transpose" and _bitcast_like(i) and not _is_layout_bitcast(i)}
+    relabels: list[HloInstruction] = []  # reshapes and transposes: bitcasts under their layouts?
+    folded: set[HloInstruction] = set()  # transposes a dot absorbs: not consumers a producer fuses into
+    for inst in order:
+        op = inst.opcode
+        if op == "reshape" or op == "transpose":
+            relabels.append(inst)
+            if op == "transpose" and inst.user_count and all(u.opcode == "dot" for u in inst.iter_users()):
+                folded.add(inst)
     fused: set[HloInstruction] = set()
     for inst in reversed(order):  # users before producers
         op = inst.opcode
-        if inst is root or op not in LOOP_FUSIBLE or inst.user_count == 0 or inst.shape.is_tuple:
-            continue
-        if op == "concatenate" and len(inst.operands) > _MAX_CONCATENATE_OPERANDS:
+        if op not in LOOP_FUSIBLE or inst is root:
             continue
         users = inst.users
-        if not all(_fusible_consumer(u, folded) for u in users):
+        if not users or (op == "concatenate" and len(inst.operands) > _MAX_CONCATENATE_OPERANDS):
+            continue
+        if not all(_fusible_consumer(u, folded) for u in users) or inst.shape.is_tuple:
             continue
         try:
             expensive = is_expensive(inst)
@@ -160,15 +162,8 @@ def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -
             continue
         fused.add(inst)
     out: dict[HloInstruction, int] = dict.fromkeys(fused, FUSED)
-    for inst in order:
-        if inst not in fused and inst.opcode in ("reshape", "transpose") and inst.operands \
-                and inst.operands[0] not in fused and _bitcast_like(inst):
+    for inst in relabels:  # a transpose's permutation is decoded only if it matters
+        if inst not in fused and inst.operands and inst.operands[0] not in fused \
+                and (inst in folded or _layout_bitcast(inst)):
             out[inst] = BITCAST
     return out
-
-
-def _is_layout_bitcast(inst: HloInstruction) -> bool:
-    try:
-        return transpose_is_bitcast(inst)
-    except (ValueError, IndexError, TypeError, AttributeError):
-        return False

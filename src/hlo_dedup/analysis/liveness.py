@@ -52,6 +52,7 @@ the peak and its first program point.
 
 from __future__ import annotations
 
+from copy import copy
 from itertools import accumulate, chain
 from operator import sub
 from typing import TYPE_CHECKING
@@ -59,7 +60,6 @@ from typing import TYPE_CHECKING
 from ..plain import FrozenRecord, init_frozen
 from .buffers import (
     DEFINE,
-    FORWARD,
     GTE,
     STATIC,
     Buffer,
@@ -113,18 +113,15 @@ class ComputationLiveness:
     """
 
     def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation,
-                 order: list[HloInstruction] | None = None, aliases: dict[HloInstruction, int] | None = None,
-                 schedule: str = TEXT_ORDER) -> None:
-        """`order`: the schedule (default: the text order); `aliases`: the instructions a
-        compiler gives no buffer (`fusion_model.compiler_aliases`), none by default;
-        `schedule` says which schedule `order` is, for the reports."""
+                 aliases: dict[HloInstruction, int] | None = None, schedule: str = TEXT_ORDER) -> None:
+        """`aliases`: the instructions a compiler gives no buffer (`fusion_model.
+        compiler_aliases`), none by default; `schedule` says which schedule the text order
+        is, for the reports (`reordered` gives the model under another)."""
         self.computation = computation
         self.schedule = schedule
         self.aliases = aliases or {}
         texts = None
-        if order is not None:
-            insts = order
-        elif computation.definition_ordered:
+        if computation.definition_ordered:
             insts = computation.instructions
             texts = computation.shape_texts()
         else:
@@ -141,21 +138,58 @@ class ComputationLiveness:
                     special.append(p)
             special.sort()  # an alias's operands are visited before it
         self.instructions = insts
-        n = len(insts)
         # Everything else: the buffers its value lives in, and the ones it defines.
         self.leaves: dict[HloInstruction, tuple[Buffer, ...]] = {}
         self.defines: dict[HloInstruction, tuple[Leaf, ...]] = {}
         self.leaf_ends: dict[Leaf, int] = {}
         self.element_readers: set[HloInstruction] = set()  # get-tuple-elements
         self.nested: dict[int, int] = {}  # program point -> nested bytes of its callees
+        aliases, leaves, static = self.aliases, self.leaves, self.static
         for p in special:
-            self._classify(insts[p], p, module_liveness)
+            inst = insts[p]
+            compiled = aliases.get(inst)
+            if compiled == FUSED:  # its consumers read its operands' buffers
+                found = {}
+                for o in inst.operands:
+                    for b in leaves.get(o, (o,)):
+                        if b not in static:
+                            found[b] = None
+                leaves[inst] = tuple(found)
+            elif compiled == BITCAST:  # operand 0's buffers, read in place
+                o = inst.operands[0]
+                leaves[inst] = leaves.get(o, (o,))
+            else:
+                self._classify(inst, p, module_liveness)
+        self._close_ranges()
+
+    def _close_ranges(self) -> None:
+        """Readers of aliases and the root extend the ranges; then the live bytes."""
         for inst in self.leaves:
             self._extend_through(inst)
-        root = computation.root
+        root = self.computation.root
         for b in self.leaves_of(root) if root is not None else ():
-            self._extend(b, n - 1)
+            self._extend(b, len(self.instructions) - 1)
         self.live_bytes: list[int] = self._profile()
+
+    def reordered(self, order: list[HloInstruction], schedule: str) -> ComputationLiveness:
+        """The same buffers under another schedule `order` (every operand before its users):
+        only positions and ranges are computed again."""
+        new = copy(self)
+        new.schedule = schedule
+        new.instructions = order
+        n = len(order)
+        position = new.position = dict(zip(order, range(n)))
+        ends = new.ends = list(range(n))
+        sizes = new.sizes = [0] * n
+        old_position, old_sizes = self.position, self.sizes
+        for p, inst in enumerate(order):
+            for o in inst.operands:
+                ends[position[o]] = p
+            sizes[p] = old_sizes[old_position[inst]]
+        new.leaf_ends = {b: position[b.instruction] for b in self.leaf_ends}
+        new.nested = {position[self.instructions[p]]: v for p, v in self.nested.items()}
+        new._close_ranges()
+        return new
 
     # ----------------------------------------------------------------- building
     def _scan(self, insts: list[HloInstruction], ml: ModuleLiveness, texts: list[str | None] | None) -> list[int]:
@@ -212,14 +246,6 @@ class ComputationLiveness:
     def _classify(self, inst: HloInstruction, p: int, ml: ModuleLiveness) -> None:
         """Leaves and own buffers of an instruction that is not a plain definer."""
         code, arg = kind_of(inst.opcode)
-        compiled = self.aliases.get(inst)
-        if compiled == FUSED:
-            static = self.static
-            self.leaves[inst] = tuple(dict.fromkeys(
-                b for o in inst.operands for b in self.leaves_of(o) if b not in static))
-            return
-        if compiled == BITCAST:
-            code, arg = FORWARD, None
         try:
             # Most aliases are read from their operands' leaves alone: their own shape is
             # decoded only when the rule needs it.
@@ -491,8 +517,7 @@ class ModuleLiveness:
         written = ComputationLiveness(self, comp, aliases=aliases, schedule=MEMORY_MINIMIZING)
         if len(text_order) < 3:
             return written
-        listed = ComputationLiveness(self, comp, order=list_schedule(written), aliases=aliases,
-                                     schedule=MEMORY_MINIMIZING)
+        listed = written.reordered(list_schedule(written), MEMORY_MINIMIZING)
         return listed if listed.peak_bytes < written.peak_bytes else written
 
     def _resolve(self, computation: HloComputation | str) -> HloComputation:

@@ -28,21 +28,25 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
+from .buffers import Leaf
+
 if TYPE_CHECKING:
     from ..ir.instruction import HloInstruction
+    from ..ir.computation import HloComputation
     from .buffers import Buffer
 
 
 class _Model(Protocol):
     """What the scheduler reads of a `liveness.ComputationLiveness`."""
 
+    computation: HloComputation
     instructions: list[HloInstruction]
     position: dict[HloInstruction, int]
     static: set[Buffer]
+    sizes: list[int]  # a plain definer's bytes, by position
+    leaves: dict[HloInstruction, tuple[Buffer, ...]]  # every instruction that is not a plain definer
+    defines: dict[HloInstruction, tuple[Leaf, ...]]
 
-    def reads(self, inst: HloInstruction) -> tuple[Buffer, ...]: ...
-    def own_buffers(self, inst: HloInstruction) -> tuple[Buffer, ...]: ...
-    def size_of(self, b: Buffer) -> int: ...
     def leaves_of(self, inst: HloInstruction) -> tuple[Buffer, ...]: ...
 
 
@@ -52,54 +56,83 @@ def list_schedule(model: _Model) -> list[HloInstruction]:
     n = len(insts)
     position = model.position
     static = model.static
-    root = model.computation.root  # type: ignore[attr-defined]
+    root = model.computation.root
     held = set(model.leaves_of(root)) if root is not None else set()
-    size_of = model.size_of
+    leaves = model.leaves
+    defines = model.defines
+    sizes = model.sizes
 
-    # Readers of every buffer that can be freed, and what each instruction defines.
-    reads: list[tuple[Buffer, ...]] = []
+    # Readers of every buffer that can be freed, and what each instruction defines. An
+    # instruction that defines nothing (an alias, a fused producer) is scheduled as soon as
+    # its operands are and reads nothing here: its users read the same buffers.
+    free = [False] * n
+    reads: list[tuple[Buffer, ...]] = [()] * n
     readers: dict[Buffer, list[int]] = {}
-    defined = [0] * n
+    defined = list(sizes)  # a plain definer's bytes (0 for parameters and constants)
     for p, inst in enumerate(insts):
-        mine = tuple({b: None for b in model.reads(inst) if b not in static and b not in held})
-        reads.append(mine)
+        if inst in leaves:
+            own = defines.get(inst)
+            if not own:
+                free[p] = True
+                continue
+            defined[p] = sum([b.size for b in own if b not in static])
+        mine = {}
+        for o in inst.operands:
+            for b in leaves.get(o, (o,)):
+                if b not in static and b not in held:
+                    mine[b] = None
+        reads[p] = mine = tuple(mine)
         for b in mine:
             found = readers.get(b)
             if found is None:
                 readers[b] = [p]
             else:
                 found.append(p)
-        defined[p] = sum(size_of(b) for b in model.own_buffers(inst) if b not in static)
+
+    def size_of(b: Buffer) -> int:
+        return b.size if type(b) is Leaf else sizes[position[b]]
+
     remaining = {b: len(r) for b, r in readers.items()}
     freed = [0] * n  # bytes of the buffers each instruction is the last unscheduled reader of
     for b, r in readers.items():
         if len(r) == 1:
             freed[r[0]] += size_of(b)
 
-    # Dependencies: distinct operands, and the previous all-gather.
+    # Dependencies: operands (one count per use), and the previous all-gather.
     waiting = [0] * n
     successors: list[list[int]] = [[] for _ in range(n)]
     previous_gather = -1
     for p, inst in enumerate(insts):
-        operands = {position[o] for o in inst.operands}
+        operands = [position[o] for o in inst.operands]
         if inst.opcode == "all-gather":
             if previous_gather >= 0:
-                operands.add(previous_gather)
+                operands.append(previous_gather)
             previous_gather = p
         waiting[p] = len(operands)
         for q in operands:
             successors[q].append(p)
-    users = [inst.user_count for inst in insts]
 
-    heap: list[tuple[int, int, int]] = [(defined[p] - freed[p], -users[p], p) for p in range(n) if not waiting[p]]
-    heap.sort()
-    ready = [False] * n
-    for _, _, p in heap:
-        ready[p] = True
     done = [False] * n
+    ready = [False] * n
+    heap: list[tuple[int, int, int]] = []
     order: list[HloInstruction] = []
-    while heap:
-        key, _, p = heappop(heap)
+    now = [p for p in range(n) if not waiting[p]]  # ready, and costing nothing or next in the heap
+    while True:
+        while now:
+            p = now.pop()
+            if not free[p]:
+                ready[p] = True
+                heappush(heap, (defined[p] - freed[p], -insts[p].user_count, p))
+                continue
+            done[p] = True
+            order.append(insts[p])
+            for q in successors[p]:
+                waiting[q] -= 1
+                if not waiting[q]:
+                    now.append(q)
+        if not heap:
+            break
+        key, users, p = heappop(heap)
         if done[p] or key != defined[p] - freed[p]:
             continue  # scheduled already, or its priority changed since it was pushed
         done[p] = True
@@ -110,12 +143,11 @@ def list_schedule(model: _Model) -> list[HloInstruction]:
                 last = next(q for q in readers[b] if not done[q])
                 freed[last] += size_of(b)
                 if ready[last]:
-                    heappush(heap, (defined[last] - freed[last], -users[last], last))
+                    heappush(heap, (defined[last] - freed[last], -insts[last].user_count, last))
         for q in successors[p]:
             waiting[q] -= 1
             if not waiting[q]:
-                ready[q] = True
-                heappush(heap, (defined[q] - freed[q], -users[q], q))
+                now.append(q)
     if len(order) != n:
-        raise ValueError(f"{model.computation.name}: the operand graph has a cycle")  # type: ignore[attr-defined]
+        raise ValueError(f"{model.computation.name}: the operand graph has a cycle")
     return order
