@@ -110,6 +110,9 @@ class ComputationLiveness:
     a plain array definer (aliases, tuples, parameters, constants, calls), and a prefix
     sum of bytes defined minus bytes whose range ended. On a million instructions every
     pass over the instruction objects costs a visible share of parsing, so there is one.
+    Under the compiler model the instructions it gives no buffer are visited too (most of
+    a module before optimizations), and `reordered` moves the model to a new schedule
+    without visiting them again.
     """
 
     def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation,
