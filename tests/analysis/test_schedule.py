@@ -3,6 +3,10 @@ it gives, on hand-counted cases."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import hlo_dedup
 from hlo_dedup.analysis import analyze
 from hlo_dedup.analysis.liveness import MEMORY_MINIMIZING, TEXT_ORDER
@@ -101,3 +105,49 @@ def test_folding_a_tied_weight_in_inference_costs_one_whole_weight() -> None:
     as_written = hlo_dedup.load(TIED.replace("HloModule m", "HloModule m, is_scheduled=true"))
     (written,) = hlo_dedup.run_passes(as_written).folds
     assert written.memory["peak_bytes_after"] - written.memory["peak_bytes_before"] == 1024
+
+
+# XLA:CPU compiles a module in a child process whose XLA_FLAGS pick the memory-minimizing
+# scheduler (a flag read once per process), with CSE off so it keeps both gathers, and
+# prints the live-range peak of its dump.
+_XLA_PEAK = """\
+import os, sys
+os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count=8"
+                           " --xla_cpu_enable_concurrency_optimized_scheduler=false")
+os.environ["JAX_PLATFORMS"] = "cpu"
+from pathlib import Path
+import jax, jaxlib, numpy as np
+from jax._src import xla_bridge
+from jax._src.lib import xla_client as xc
+from hlo_dedup.analysis.xla_dump import read_xla_memory
+from hlo_dedup.xla.oracle import text_to_module_proto
+text, dump = Path(sys.argv[1]).read_text(), sys.argv[2]
+options = xc.CompileOptions()
+build = options.executable_build_options
+options.num_partitions = build.num_partitions = 8
+build.use_spmd_partitioning = True
+build.device_assignment = xc.DeviceAssignment.create(np.arange(8).reshape(1, 8))
+build.debug_options.xla_dump_to = dump
+build.debug_options.xla_disable_hlo_passes = "cse_barrier_expander,cse"
+backend = xla_bridge.get_backend("cpu")
+backend.compile_and_load(jaxlib._jax.mlir.hlo_to_stablehlo(text_to_module_proto(text)),
+                         xc.DeviceList(tuple(backend.devices()[:8])), options)
+(path,) = Path(dump).glob("*cpu_after_optimizations.txt")
+print(read_xla_memory(path).live_range_peak)
+"""
+
+
+def _xla_peak(text: str, tmp_path: Path, name: str) -> int:
+    (tmp_path / f"{name}.hlo").write_text(text)
+    done = subprocess.run([sys.executable, "-c", _XLA_PEAK, str(tmp_path / f"{name}.hlo"), str(tmp_path / name)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])
+
+
+def test_the_tied_weight_fold_price_is_xla_cpus(xla_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    text = TIED.replace("HloModule m", "HloModule m, num_partitions=8")
+    module = hlo_dedup.load(text)
+    (fold,) = hlo_dedup.run_passes(module).folds
+    before, after = _xla_peak(text, tmp_path, "before"), _xla_peak(module.to_text(), tmp_path, "after")
+    assert (fold.memory["peak_bytes_before"], fold.memory["peak_bytes_after"]) == (before, after)
