@@ -72,7 +72,7 @@ from .buffers import (
     new_leaves,
     runs_callee,
 )
-from .fusion_model import BITCAST, FUSED, compiler_aliases
+from .fusion_model import BITCAST, compiler_aliases
 from .schedule import list_schedule
 
 if TYPE_CHECKING:
@@ -151,24 +151,25 @@ class ComputationLiveness:
         for p in special:
             inst = insts[p]
             compiled = aliases.get(inst)
-            if compiled == FUSED:  # its consumers read its operands' buffers
+            if compiled is None:
+                self._classify(inst, p, module_liveness)
+                continue
+            operands = inst.operands
+            if compiled == BITCAST or len(operands) == 1:  # operand 0's buffers, read in place
+                o = operands[0]
+                leaves[inst] = leaves.get(o, (o,))
+            else:  # fused: its consumers read its operands' buffers
                 found = {}
-                for o in inst.operands:
+                for o in operands:
                     for b in leaves.get(o, (o,)):
                         if b not in static:
                             found[b] = None
                 leaves[inst] = tuple(found)
-            elif compiled == BITCAST:  # operand 0's buffers, read in place
-                o = inst.operands[0]
-                leaves[inst] = leaves.get(o, (o,))
-            else:
-                self._classify(inst, p, module_liveness)
         self._close_ranges()
 
     def _close_ranges(self) -> None:
         """Readers of aliases and the root extend the ranges; then the live bytes."""
-        for inst in self.leaves:
-            self._extend_through(inst)
+        self._extend_through_aliases()
         root = self.computation.root
         for b in self.leaves_of(root) if root is not None else ():
             self._extend(b, len(self.instructions) - 1)
@@ -284,25 +285,34 @@ class ComputationLiveness:
         elif code == GTE:
             self.element_readers.add(inst)
 
-    def _extend_through(self, inst: HloInstruction) -> None:
+    def _extend_through_aliases(self) -> None:
         """Readers of an alias's (or tuple definer's) value keep its buffers live.
 
         A get-tuple-element reads its element where it stands; every other user reads
-        all leaves; get-tuple-element users are aliases themselves, handled in turn."""
-        leaves = self.leaves[inst]
-        if not leaves:
-            return
-        position = self.position
-        element_readers = self.element_readers
-        end = position[inst] if inst in element_readers else -1
-        for user in inst.iter_users():
-            if user not in element_readers:
-                q = position[user]
-                if q > end:
-                    end = q
-        if end >= 0:
+        all leaves; get-tuple-element users are aliases themselves, handled in turn.
+        (One loop with the extension inlined: under the compiler model most
+        instructions come here.)"""
+        position, element_readers = self.position, self.element_readers
+        ends, leaf_ends, static = self.ends, self.leaf_ends, self.static
+        for inst, leaves in self.leaves.items():
+            if not leaves:
+                continue
+            end = position[inst] if inst in element_readers else -1
+            for user in inst.iter_users():
+                if user not in element_readers:
+                    q = position[user]
+                    if q > end:
+                        end = q
+            if end < 0:
+                continue
             for b in leaves:
-                self._extend(b, end)
+                if type(b) is Leaf:
+                    if b in leaf_ends and leaf_ends[b] < end:
+                        leaf_ends[b] = end
+                elif b not in static:
+                    p = position[b]
+                    if ends[p] < end:
+                        ends[p] = end
 
     def _extend(self, b: Buffer, end: int) -> None:
         if type(b) is Leaf:
