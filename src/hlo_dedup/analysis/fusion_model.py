@@ -125,11 +125,9 @@ def _layout_bitcast(inst: HloInstruction) -> bool:
         return False
 
 
-def _fusible_consumer(user: HloInstruction, folded: set[HloInstruction]) -> bool:
-    op = user.opcode
-    if user in folded or op not in LOOP_FUSIBLE:
-        return False
-    return op != "concatenate" or len(user.operands) <= _MAX_CONCATENATE_OPERANDS
+def _fusible_consumer(user: HloInstruction) -> bool:
+    """A loop-fusible user takes a producer unless it is a long concatenate."""
+    return user.opcode != "concatenate" or len(user.operands) <= _MAX_CONCATENATE_OPERANDS
 
 
 def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -> dict[HloInstruction, int]:
@@ -145,22 +143,27 @@ def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -
             if op == "transpose" and inst.user_count and all(u.opcode == "dot" for u in inst.iter_users()):
                 folded.add(inst)
     fused: set[HloInstruction] = set()
-    for inst in reversed(order):  # users before producers
+    for inst in order:  # each decision reads only the instruction and its users' opcodes
         op = inst.opcode
         if op not in LOOP_FUSIBLE or inst is root:
             continue
         users = inst.users
         if not users or (op == "concatenate" and len(inst.operands) > _MAX_CONCATENATE_OPERANDS):
             continue
-        if not all(_fusible_consumer(u, folded) for u in users) or inst.shape.is_tuple:
-            continue
-        try:
-            expensive = is_expensive(inst)
-        except (ValueError, IndexError, AttributeError):
-            continue
-        if expensive and (len(users) > 1 or users[0].operands.count(inst) > 1 or users[0].opcode == "broadcast"):
-            continue
-        fused.add(inst)
+        for u in users:
+            if u.opcode not in LOOP_FUSIBLE or u in folded or not _fusible_consumer(u):
+                break
+        else:
+            text = inst.shape_text  # read, not decoded: most shapes are never decoded
+            if (inst.shape.is_tuple if text is None else text.startswith("(")):
+                continue
+            try:
+                expensive = is_expensive(inst)
+            except (ValueError, IndexError, AttributeError):
+                continue
+            if expensive and (len(users) > 1 or users[0].operands.count(inst) > 1 or users[0].opcode == "broadcast"):
+                continue
+            fused.add(inst)
     out: dict[HloInstruction, int] = dict.fromkeys(fused, FUSED)
     for inst in relabels:  # a transpose's permutation is decoded only if it matters
         if inst not in fused and inst.operands and inst.operands[0] not in fused \
