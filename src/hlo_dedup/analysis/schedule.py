@@ -62,14 +62,27 @@ def list_schedule(model: _Model) -> list[HloInstruction]:
     defines = model.defines
     sizes = model.sizes
 
-    # Readers of every buffer that can be freed, and what each instruction defines. An
+    # Readers of every buffer that can be freed, what each instruction defines, and the
+    # dependencies: operands (one count per use) and the previous all-gather. An
     # instruction that defines nothing (an alias, a fused producer) is scheduled as soon as
     # its operands are and reads nothing here: its users read the same buffers.
     free = [False] * n
     reads: list[tuple[Buffer, ...]] = [()] * n
     readers: dict[Buffer, list[int]] = {}
     defined = list(sizes)  # a plain definer's bytes (0 for parameters and constants)
+    waiting = [0] * n
+    successors: list[list[int]] = [[] for _ in range(n)]
+    previous_gather = -1
     for p, inst in enumerate(insts):
+        operands = inst.operands
+        for o in operands:
+            successors[position[o]].append(p)
+        waiting[p] = len(operands)
+        if inst.opcode == "all-gather":
+            if previous_gather >= 0:
+                successors[previous_gather].append(p)
+                waiting[p] += 1
+            previous_gather = p
         if inst in leaves:
             own = defines.get(inst)
             if not own:
@@ -77,7 +90,7 @@ def list_schedule(model: _Model) -> list[HloInstruction]:
                 continue
             defined[p] = sum([b.size for b in own if b not in static])
         mine = {}
-        for o in inst.operands:
+        for o in operands:
             for b in leaves.get(o, (o,)):
                 if b not in static and b not in held:
                     mine[b] = None
@@ -97,20 +110,6 @@ def list_schedule(model: _Model) -> list[HloInstruction]:
     for b, r in readers.items():
         if len(r) == 1:
             freed[r[0]] += size_of(b)
-
-    # Dependencies: operands (one count per use), and the previous all-gather.
-    waiting = [0] * n
-    successors: list[list[int]] = [[] for _ in range(n)]
-    previous_gather = -1
-    for p, inst in enumerate(insts):
-        operands = [position[o] for o in inst.operands]
-        if inst.opcode == "all-gather":
-            if previous_gather >= 0:
-                operands.append(previous_gather)
-            previous_gather = p
-        waiting[p] = len(operands)
-        for q in operands:
-            successors[q].append(p)
 
     done = [False] * n
     ready = [False] * n
