@@ -116,10 +116,13 @@ class ComputationLiveness:
     """
 
     def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation,
-                 aliases: dict[HloInstruction, int] | None = None, schedule: str = TEXT_ORDER) -> None:
+                 aliases: dict[HloInstruction, int] | None = None, schedule: str = TEXT_ORDER,
+                 ranges: bool = True) -> None:
         """`aliases`: the instructions a compiler gives no buffer (`fusion_model.
         compiler_aliases`), none by default; `schedule` says which schedule the text order
-        is, for the reports (`reordered` gives the model under another)."""
+        is, for the reports (`reordered` gives the model under another). Without `ranges`
+        only the buffers are known: `_close_ranges` makes the live ranges and bytes (a
+        model that will be reordered never needs the text order's)."""
         self.computation = computation
         self.schedule = schedule
         self.aliases = aliases or {}
@@ -165,7 +168,8 @@ class ComputationLiveness:
                         if b not in static:
                             found[b] = None
                 leaves[inst] = tuple(found)
-        self._close_ranges()
+        if ranges:
+            self._close_ranges()
 
     def _close_ranges(self) -> None:
         """Readers of aliases and the root extend the ranges; then the live bytes."""
@@ -527,11 +531,12 @@ class ModuleLiveness:
             return ComputationLiveness(self, comp, schedule=MODULE_SCHEDULE if self.module.is_scheduled else TEXT_ORDER)
         text_order = comp.instructions if comp.definition_ordered else definition_order(comp.name, comp.instructions)
         aliases = compiler_aliases(comp, text_order)
-        written = ComputationLiveness(self, comp, aliases=aliases, schedule=MEMORY_MINIMIZING)
-        if len(text_order) < 3:
-            return written
-        listed = written.reordered(list_schedule(written), MEMORY_MINIMIZING)
-        return listed if listed.peak_bytes < written.peak_bytes else written
+        written = ComputationLiveness(self, comp, aliases=aliases, schedule=MEMORY_MINIMIZING, ranges=False)
+        order, listed_peak, text_peak = list_schedule(written)
+        if listed_peak < text_peak:
+            return written.reordered(order, MEMORY_MINIMIZING)
+        written._close_ranges()
+        return written
 
     def _resolve(self, computation: HloComputation | str) -> HloComputation:
         if not isinstance(computation, str):

@@ -25,6 +25,7 @@ the priority (XLA adds them; a computation with folds rarely has large callees).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
@@ -50,8 +51,12 @@ class _Model(Protocol):
     def leaves_of(self, inst: HloInstruction) -> tuple[Buffer, ...]: ...
 
 
-def list_schedule(model: _Model) -> list[HloInstruction]:
-    """The instructions of `model`'s computation in the list scheduler's order."""
+def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
+    """The instructions of `model`'s computation in the list scheduler's order, and the
+    peak bytes of the buffers it defines under that order and under the text order
+    (`model.instructions`), each buffer live from its definition to its last reader, a
+    result buffer to the end: what choosing between the two needs (static buffers and
+    nested computations add the same to both, and are left out)."""
     insts = model.instructions
     n = len(insts)
     position = model.position
@@ -105,16 +110,23 @@ def list_schedule(model: _Model) -> list[HloInstruction]:
     def size_of(b: Buffer) -> int:
         return b.size if type(b) is Leaf else sizes[position[b]]
 
-    remaining = {b: len(r) for b, r in readers.items()}
+    counts = {b: len(r) for b, r in readers.items()}
+    remaining = dict(counts)
     freed = [0] * n  # bytes of the buffers each instruction is the last unscheduled reader of
     for b, r in readers.items():
         if len(r) == 1:
             freed[r[0]] += size_of(b)
+    dead = [0] * n  # bytes an instruction defines that nothing reads: gone after it
+    for p, inst in enumerate(insts):
+        if defined[p]:
+            own = defines.get(inst, (inst,)) if inst in leaves else (inst,)
+            dead[p] = sum([size_of(b) for b in own if b not in readers and b not in held and b not in static])
 
     done = [False] * n
     ready = [False] * n
     heap: list[tuple[int, int, int]] = []
     order: list[HloInstruction] = []
+    live = peak = 0
     now = [p for p in range(n) if not waiting[p]]  # ready, and costing nothing or next in the heap
     while True:
         while now:
@@ -136,9 +148,15 @@ def list_schedule(model: _Model) -> list[HloInstruction]:
             continue  # scheduled already, or its priority changed since it was pushed
         done[p] = True
         order.append(insts[p])
+        live += defined[p]
+        if live > peak:
+            peak = live
+        live -= dead[p]
         for b in reads[p]:
             left = remaining[b] = remaining[b] - 1
-            if left == 1:  # the last unscheduled reader now frees it
+            if not left:
+                live -= size_of(b)
+            elif left == 1:  # the last unscheduled reader now frees it
                 last = next(q for q in readers[b] if not done[q])
                 freed[last] += size_of(b)
                 if ready[last]:
@@ -149,4 +167,21 @@ def list_schedule(model: _Model) -> list[HloInstruction]:
                 now.append(q)
     if len(order) != n:
         raise ValueError(f"{model.computation.name}: the operand graph has a cycle")
-    return order
+    return order, peak, _text_peak(reads, counts, defined, dead, size_of)
+
+
+def _text_peak(reads: list[tuple[Buffer, ...]], counts: dict[Buffer, int], defined: list[int], dead: list[int],
+               size_of: Callable[[Buffer], int]) -> int:
+    """The peak `list_schedule` measures, under the text order."""
+    remaining = dict(counts)
+    live = peak = 0
+    for p, mine in enumerate(reads):
+        live += defined[p]
+        if live > peak:
+            peak = live
+        live -= dead[p]
+        for b in mine:
+            left = remaining[b] = remaining[b] - 1
+            if not left:
+                live -= size_of(b)
+    return peak
