@@ -117,10 +117,13 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
         if len(r) == 1:
             freed[r[0]] += size_of(b)
     dead = [0] * n  # bytes an instruction defines that nothing reads: gone after it
-    for p, inst in enumerate(insts):
-        if defined[p]:
-            own = defines.get(inst, (inst,)) if inst in leaves else (inst,)
-            dead[p] = sum([size_of(b) for b in own if b not in readers and b not in held and b not in static])
+    for p, size in enumerate(defined):
+        if size:
+            inst = insts[p]
+            if inst in leaves:
+                dead[p] = sum([b.size for b in defines[inst] if b not in readers and b not in held])
+            elif inst not in readers and inst not in held:
+                dead[p] = size
 
     done = [False] * n
     ready = [False] * n
