@@ -205,7 +205,9 @@ def test_the_budget_keeps_the_module_equal_on_xla(tmp_path: Path, xla_client) ->
     data = json.loads(report.read_text())
     module = data["modules"][0]
     assert data["max_peak_increase"] == 0 and module["memory"]["peak_increase_bytes"] == 0
-    assert sum(g["fate"] == "refused" for g in module["all_gathers"]) == 4
+    # 6 folds; the compiler-shaped price keeps the one that leaves the peak where it was
+    # (XLA:CPU agrees: that output's peak is the input's), and refuses the 5 that raise it.
+    assert sum(g["fate"] == "refused" for g in module["all_gathers"]) == 5
 
 
 def test_a_module_without_gathers_says_why() -> None:

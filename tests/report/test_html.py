@@ -282,7 +282,9 @@ def test_every_gather_is_named_and_every_fold_has_its_card(browser, tmp_path: Pa
         cards = page.visible_texts(".card h4")
         folds = [f for m in report.modules for f in m.folds]
         refused = [g for g in gathers(report) if g.fate == "refused"]
-        assert len(folds) == 3 and len(refused) == 5  # the budget of 0 refuses the folds that raise a peak
+        # The budget of 0 refuses the folds that raise a peak: every one but a layer's last
+        # (its forward and backward uses are adjacent), as XLA:CPU's own peak says.
+        assert len(folds) == 1 and len(refused) == 7
         assert sorted(cards) == sorted([f"{f.removed} folded into {f.kept}" for f in folds]
                                        + [f"{g.name} refused onto {g.refused_onto} refused" for g in refused])
         for fold in folds:
@@ -382,7 +384,8 @@ def test_the_page_reads_the_same_without_javascript(browser, tmp_path: Path) -> 
         assert page.visible_texts("#toolbar") == []  # the search box needs the script: not shown
         assert sorted(page.visible_texts(VISIBLE_ROWS)) == sorted(g.name for g in gathers(report))
         refused = [g for g in gathers(report) if g.fate == "refused"]
-        assert len(page.visible_texts(".card")) == len(report.inputs[0].modules[0].folds) + 1 + len(refused)
+        folds = [f for m in report.modules for f in m.folds]
+        assert len(page.visible_texts(".card")) == len(folds) + len(refused)
         closed = "document.querySelector('details.sub:not([open])')"
         if page.evaluate(f"{closed} !== null"):  # native <details> still opens on a click
             page.evaluate(f"{closed}.id = 'closed'")

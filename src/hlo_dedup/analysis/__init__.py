@@ -1,5 +1,9 @@
 """Analyses over the IR: buffer liveness and the memory price of folds.
 
+A scheduled module is priced as written; one before optimizations as a compiler would
+fuse and schedule it (`fusion_model`, `schedule`), and each price says which schedule it
+assumes (``price.schedule``).
+
     >>> from hlo_dedup.analysis import FoldPricer, parse_budget
     >>> pricer = FoldPricer(module)                  # before the pass rewrites anything
     >>> price = pricer.apply_within(comp, kept, removed, parse_budget("64MiB"))

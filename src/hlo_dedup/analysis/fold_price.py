@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..plain import FrozenRecord, init_frozen
 from .buffers import Leaf
-from .liveness import ComputationLiveness, ModuleLiveness
+from .liveness import MODULE_SCHEDULE, ComputationLiveness, ModuleLiveness
 from .segment_tree import RangeAddMaxTree
 
 if TYPE_CHECKING:
@@ -59,17 +59,19 @@ class FoldPrice(FrozenRecord):
     `live_range_extension`: program points K's buffer now lives past its old last reader;
     `crosses_peak`: K's buffer is live at a program point holding the new peak, whose first
     instruction is `peak_instruction`; `refused` by `FoldPricer.apply_within`: the model is
-    as if the fold never happened.
+    as if the fold never happened; `schedule`: the schedule the price assumes
+    (`liveness.ComputationLiveness.schedule`), the one computed before any fold: the fold
+    is priced on it, not on a schedule made for the folded program.
     """
 
     __slots__ = ("computation", "kept", "removed", "live_range_extension", "peak_bytes_before",
-                 "peak_bytes_after", "crosses_peak", "peak_instruction", "refused")
+                 "peak_bytes_after", "crosses_peak", "peak_instruction", "refused", "schedule")
 
     def __init__(self, computation: str, kept: str, removed: str, live_range_extension: int,
                  peak_bytes_before: int, peak_bytes_after: int, crosses_peak: bool, peak_instruction: str,
-                 refused: bool = False) -> None:
+                 refused: bool = False, schedule: str = MODULE_SCHEDULE) -> None:
         init_frozen(self, computation, kept, removed, live_range_extension, peak_bytes_before, peak_bytes_after,
-                    crosses_peak, peak_instruction, refused)
+                    crosses_peak, peak_instruction, refused, schedule)
 
     @property
     def peak_increase(self) -> int:
@@ -86,11 +88,12 @@ class FoldPricer:
     the fold's ReplaceAllUsesWith: the module is only read, and the answers are the same
     whether or not the uses of earlier removed instructions were already re-pointed. It
     must not change otherwise (no DCE) while folds are priced. `spmd` is the module's
-    `use_spmd_partitioning`: whether HloDCE may delete collectives.
+    `use_spmd_partitioning`: whether HloDCE may delete collectives; `compiler_model` as in
+    `liveness.ModuleLiveness` (by default: on for a module that is not scheduled).
     """
 
-    def __init__(self, module: HloModule, *, spmd: bool = True) -> None:
-        self.liveness = ModuleLiveness(module)
+    def __init__(self, module: HloModule, *, spmd: bool = True, compiler_model: bool | None = None) -> None:
+        self.liveness = ModuleLiveness(module, compiler_model=compiler_model)
         self.spmd = spmd
         self._states: dict[HloComputation, _State] = {}
         self._journal: list[Callable[[], None]] | None = None
@@ -216,7 +219,7 @@ class FoldPricer:
                 crosses = True
                 break
         return FoldPrice(cl.computation.name, k.name, r.name, extension, before, after, crosses,
-                         cl.instructions[at].name)
+                         cl.instructions[at].name, schedule=cl.schedule)
 
     def _propagate(self, comp: HloComputation) -> None:
         """A callee's nested bytes changed: update every analysed call site above it."""

@@ -8,9 +8,14 @@ HloDataflowAnalysis (which instruction defines which value) and HloLiveRange (ho
 value lives), simplified where XLA's answer depends on the backend:
 
 Schedule
-    The instruction order of a computation is its schedule: exactly XLA's sequence when
-    the module has ``is_scheduled=true``; otherwise the text order, which is a valid
-    order (XLA prints post order) but not necessarily the one XLA would schedule. An
+    When the module has ``is_scheduled=true``, a computation's instruction order is its
+    schedule, exactly XLA's sequence, and every instruction is priced as written (XLA
+    already fused it). A module before optimizations is priced as a compiler would run
+    it (``compiler_model``): the instructions XLA gives no buffer are aliases
+    (`fusion_model`), and the schedule is the better of the text order and a list
+    schedule (`schedule`), like XLA's default memory scheduler. ``schedule`` on each
+    computation's model says which (``MODULE_SCHEDULE``, ``MEMORY_MINIMIZING``, or
+    ``TEXT_ORDER`` when the compiler model is turned off for an unscheduled module). An
     instruction a pass appended after its users (the preprocess-kernel pass's clones)
     is placed right before its first user, as the printer writes it. An instruction
     written without a shape that cannot be inferred (XLA's text allows omitting it)
@@ -47,6 +52,7 @@ the peak and its first program point.
 
 from __future__ import annotations
 
+from copy import copy
 from itertools import accumulate, chain
 from operator import sub
 from typing import TYPE_CHECKING
@@ -66,6 +72,8 @@ from .buffers import (
     new_leaves,
     runs_callee,
 )
+from .fusion_model import BITCAST, compiler_aliases
+from .schedule import list_schedule
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
@@ -76,6 +84,11 @@ if TYPE_CHECKING:
 # Opcode classes of the build loop: 0 is a plain definer.
 STATIC_CODE = 1  # parameter, constant
 SPECIAL_CODE = 2  # visited one by one: aliases, calls
+
+#: Which schedule a model's program points follow (`ComputationLiveness.schedule`).
+MODULE_SCHEDULE = "module's schedule"  # an is_scheduled=true module's own order
+TEXT_ORDER = "text order"
+MEMORY_MINIMIZING = "memory-minimizing schedule"  # `schedule.memory_minimizing`
 
 class BufferRange(FrozenRecord):
     """One buffer's live range in program points of its computation (both inclusive): the
@@ -97,35 +110,94 @@ class ComputationLiveness:
     a plain array definer (aliases, tuples, parameters, constants, calls), and a prefix
     sum of bytes defined minus bytes whose range ended. On a million instructions every
     pass over the instruction objects costs a visible share of parsing, so there is one.
+    Under the compiler model the instructions it gives no buffer are visited too (most of
+    a module before optimizations), and `reordered` moves the model to a new schedule
+    without visiting them again.
     """
 
-    def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation) -> None:
+    def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation,
+                 aliases: dict[HloInstruction, int] | None = None, schedule: str = TEXT_ORDER,
+                 ranges: bool = True) -> None:
+        """`aliases`: the instructions a compiler gives no buffer (`fusion_model.
+        compiler_aliases`), none by default; `schedule` says which schedule the text order
+        is, for the reports (`reordered` gives the model under another). Without `ranges`
+        only the buffers are known: `_close_ranges` makes the live ranges and bytes (a
+        model that will be reordered never needs the text order's)."""
         self.computation = computation
-        insts = computation.instructions
+        self.schedule = schedule
+        self.aliases = aliases or {}
         texts = None
         if computation.definition_ordered:
+            insts = computation.instructions
             texts = computation.shape_texts()
         else:
             # A pass appended instructions after their users (the preprocess-kernel pass's
             # clones): place each right before its first user, as the printer writes it.
-            insts = definition_order(computation.name, insts)
+            insts = definition_order(computation.name, computation.instructions)
         special = self._scan(insts, module_liveness, texts)
+        if self.aliases:  # plain definers the compiler gives no buffer: visited one by one
+            position, sizes = self.position, self.sizes
+            for inst in self.aliases:
+                p = position[inst]
+                if sizes[p]:
+                    sizes[p] = 0
+                    special.append(p)
+            special.sort()  # an alias's operands are visited before it
         self.instructions = insts
-        n = len(insts)
         # Everything else: the buffers its value lives in, and the ones it defines.
         self.leaves: dict[HloInstruction, tuple[Buffer, ...]] = {}
         self.defines: dict[HloInstruction, tuple[Leaf, ...]] = {}
         self.leaf_ends: dict[Leaf, int] = {}
         self.element_readers: set[HloInstruction] = set()  # get-tuple-elements
         self.nested: dict[int, int] = {}  # program point -> nested bytes of its callees
+        aliases, leaves, static = self.aliases, self.leaves, self.static
         for p in special:
-            self._classify(insts[p], p, module_liveness)
-        for inst in self.leaves:
-            self._extend_through(inst)
-        root = computation.root
+            inst = insts[p]
+            compiled = aliases.get(inst)
+            if compiled is None:
+                self._classify(inst, p, module_liveness)
+                continue
+            operands = inst.operands
+            if compiled == BITCAST or len(operands) == 1:  # operand 0's buffers, read in place
+                o = operands[0]
+                leaves[inst] = leaves.get(o, (o,))
+            else:  # fused: its consumers read its operands' buffers
+                found = {}
+                for o in operands:
+                    for b in leaves.get(o, (o,)):
+                        if b not in static:
+                            found[b] = None
+                leaves[inst] = tuple(found)
+        if ranges:
+            self._close_ranges()
+
+    def _close_ranges(self) -> None:
+        """Readers of aliases and the root extend the ranges; then the live bytes."""
+        self._extend_through_aliases()
+        root = self.computation.root
         for b in self.leaves_of(root) if root is not None else ():
-            self._extend(b, n - 1)
+            self._extend(b, len(self.instructions) - 1)
         self.live_bytes: list[int] = self._profile()
+
+    def reordered(self, order: list[HloInstruction], schedule: str) -> ComputationLiveness:
+        """The same buffers under another schedule `order` (every operand before its users):
+        only positions and ranges are computed again."""
+        new = copy(self)
+        new.schedule = schedule
+        new.instructions = order
+        n = len(order)
+        position = new.position = dict(zip(order, range(n)))
+        ends = new.ends = list(range(n))
+        sizes = new.sizes = [0] * n
+        old_position, old_sizes = self.position, self.sizes
+        for p, inst in enumerate(order):
+            for o in inst.operands:
+                ends[position[o]] = p
+            sizes[p] = old_sizes[old_position[inst]]
+        new.leaf_ends = {b: position[b.instruction] for b in self.leaf_ends}
+        new.nested = {position[self.instructions[p]]: v for p, v in self.nested.items()}
+        new._close_ranges()
+        return new
 
     # ----------------------------------------------------------------- building
     def _scan(self, insts: list[HloInstruction], ml: ModuleLiveness, texts: list[str | None] | None) -> list[int]:
@@ -217,25 +289,34 @@ class ComputationLiveness:
         elif code == GTE:
             self.element_readers.add(inst)
 
-    def _extend_through(self, inst: HloInstruction) -> None:
+    def _extend_through_aliases(self) -> None:
         """Readers of an alias's (or tuple definer's) value keep its buffers live.
 
         A get-tuple-element reads its element where it stands; every other user reads
-        all leaves; get-tuple-element users are aliases themselves, handled in turn."""
-        leaves = self.leaves[inst]
-        if not leaves:
-            return
-        position = self.position
-        element_readers = self.element_readers
-        end = position[inst] if inst in element_readers else -1
-        for user in inst.iter_users():
-            if user not in element_readers:
-                q = position[user]
-                if q > end:
-                    end = q
-        if end >= 0:
+        all leaves; get-tuple-element users are aliases themselves, handled in turn.
+        (One loop with the extension inlined: under the compiler model most
+        instructions come here.)"""
+        position, element_readers = self.position, self.element_readers
+        ends, leaf_ends, static = self.ends, self.leaf_ends, self.static
+        for inst, leaves in self.leaves.items():
+            if not leaves:
+                continue
+            end = position[inst] if inst in element_readers else -1
+            for user in inst.iter_users():
+                if user not in element_readers:
+                    q = position[user]
+                    if q > end:
+                        end = q
+            if end < 0:
+                continue
             for b in leaves:
-                self._extend(b, end)
+                if type(b) is Leaf:
+                    if b in leaf_ends and leaf_ends[b] < end:
+                        leaf_ends[b] = end
+                elif b not in static:
+                    p = position[b]
+                    if ends[p] < end:
+                        ends[p] = end
 
     def _extend(self, b: Buffer, end: int) -> None:
         if type(b) is Leaf:
@@ -391,8 +472,11 @@ class ModuleLiveness:
     analysed. The module must not change while this object is in use.
     """
 
-    def __init__(self, module: HloModule) -> None:
+    def __init__(self, module: HloModule, *, compiler_model: bool | None = None) -> None:
         self.module = module
+        # A module before optimizations is priced as a compiler would fuse and schedule it
+        # (`fusion_model`, `schedule`); a scheduled one as it is.
+        self.compiler_model = not module.is_scheduled if compiler_model is None else compiler_model
         self._computations: dict[HloComputation, ComputationLiveness] = {}
         self.call_sites: dict[HloComputation, list[tuple[HloComputation, HloInstruction]]] = {}
         # Per shape text (a module writes few distinct ones): its bytes as a plain buffer,
@@ -436,8 +520,23 @@ class ModuleLiveness:
         comp = self._resolve(computation)
         found = self._computations.get(comp)
         if found is None:
-            found = self._computations[comp] = ComputationLiveness(self, comp)
+            found = self._computations[comp] = self._build(comp)
         return found
+
+    def _build(self, comp: HloComputation) -> ComputationLiveness:
+        """The model of one computation: as written for a scheduled module (or when asked);
+        otherwise with the compiler's buffers, under the better of the text order and the
+        list scheduler's order (XLA's memory scheduler also takes the best of several)."""
+        if not self.compiler_model:
+            return ComputationLiveness(self, comp, schedule=MODULE_SCHEDULE if self.module.is_scheduled else TEXT_ORDER)
+        text_order = comp.instructions if comp.definition_ordered else definition_order(comp.name, comp.instructions)
+        aliases = compiler_aliases(comp, text_order)
+        written = ComputationLiveness(self, comp, aliases=aliases, schedule=MEMORY_MINIMIZING, ranges=False)
+        order, listed_peak, text_peak = list_schedule(written)
+        if listed_peak < text_peak:
+            return written.reordered(order, MEMORY_MINIMIZING)
+        written._close_ranges()
+        return written
 
     def _resolve(self, computation: HloComputation | str) -> HloComputation:
         if not isinstance(computation, str):
@@ -462,7 +561,9 @@ class ModuleLiveness:
         """Nested bytes at a while/conditional/call/async call site (records the site)."""
         best = 0
         for callee in inst.called_computations:
-            self.call_sites.setdefault(callee, []).append((caller, inst))
+            sites = self.call_sites.setdefault(callee, [])
+            if (caller, inst) not in sites:  # a computation may be modelled under two orders
+                sites.append((caller, inst))
             best = max(best, self.nested_bytes(callee))
         return best
 
@@ -481,6 +582,7 @@ class ModuleLiveness:
         return list(self._computations.values())
 
 
-def analyze(module: HloModule) -> ModuleLiveness:
-    """Liveness for `module` (computations are analysed when first asked for)."""
-    return ModuleLiveness(module)
+def analyze(module: HloModule, *, compiler_model: bool | None = None) -> ModuleLiveness:
+    """Liveness for `module` (computations are analysed when first asked for); see
+    `ModuleLiveness` for `compiler_model`."""
+    return ModuleLiveness(module, compiler_model=compiler_model)

@@ -164,7 +164,8 @@ def _price_facts(memory: dict | None) -> list[tuple[str, str]]:
     live = f"<b>{memory['live_range_extension']}</b> instructions longer"
     if memory.get("crosses_peak"):
         live += f", through the peak at <code>{escape(str(memory.get('peak_instruction', '')))}</code>"
-    return [("Peak (est.)", f"{change} &ensp;{human_bytes(before)} &rarr; {human_bytes(after)}"),
+    schedule = f" <small>({escape(str(memory['schedule']))})</small>" if memory.get("schedule") else ""
+    return [("Peak (est.)", f"{change} &ensp;{human_bytes(before)} &rarr; {human_bytes(after)}{schedule}"),
             ("Kept live", live)]
 
 

@@ -39,9 +39,12 @@
 kernel's result); `bytes_per_device` is what each device no longer receives for a removed
 all-gather (output × (n−1)/n). Adding a field keeps `schema_version`; renaming or removing one,
 or changing a meaning, bumps it (version 2 made `key.index_path` root first and added the fates,
-near misses and memory prices). Memory figures are estimates: live bytes with the instruction
-order as the schedule (`hlo_dedup.analysis.liveness`); `xla_price` (--price=xla) is XLA:CPU's own
-peak of the module compiled before and after (`hlo_dedup.price`).
+near misses and memory prices). Memory figures are estimates of live bytes
+(`hlo_dedup.analysis.liveness`); each price's `schedule` says what order they assume: the
+"module's schedule" (an `is_scheduled=true` module) or a "memory-minimizing schedule" (a
+module before optimizations, fused and scheduled as a compiler would, priced on the
+schedule made before the folds); `xla_price` (--price=xla) is XLA:CPU's own peak of the
+module compiled before and after (`hlo_dedup.price`).
 
 A batch run writes these fields over all its files (`timings` summed over files) plus `batch`
 (workers, files ok/failed, wall time, and `skipped`: every file found but not processed, with
@@ -57,7 +60,7 @@ from typing import Any
 
 from ..passes import InstructionFate, PassResult
 from .memo import Memo
-from .model import InputResult, ModuleRun, RunReport, module_totals, rounded_timings, stage_totals
+from .model import InputResult, ModuleRun, RunReport, module_totals, peak_schedules, rounded_timings, stage_totals
 
 SCHEMA_VERSION = 2
 SCHEMA_FILE = "schema.json"
@@ -277,6 +280,7 @@ def _input_json(r: InputResult) -> dict[str, Any]:
 
 
 def _module_json(m: ModuleRun) -> dict[str, Any]:
+    schedules = peak_schedules(m.folds)
     data = {
         "name": m.name,
         "input": m.input,
@@ -293,7 +297,8 @@ def _module_json(m: ModuleRun) -> dict[str, Any]:
             for n in m.near_misses
         ],
         "memory": {
-            "computations": [{"computation": name, "peak_bytes_before": before, "peak_bytes_after": after}
+            "computations": [{"computation": name, "peak_bytes_before": before, "peak_bytes_after": after,
+                              **({"schedule": schedules[name]} if name in schedules else {})}
                              for name, (before, after) in m.peak_changes().items()],
             "peak_increase_bytes": m.peak_increase,
         },
@@ -356,8 +361,9 @@ def _pass_json(p: PassResult) -> dict[str, Any]:
 def _memory_json(price: dict[str, Any] | None) -> dict[str, Any] | None:
     if price is None:
         return None
-    keys = ("live_range_extension", "peak_bytes_before", "peak_bytes_after", "crosses_peak", "peak_instruction")
-    return {k: price[k] for k in keys}
+    keys = ("live_range_extension", "peak_bytes_before", "peak_bytes_after", "crosses_peak", "peak_instruction",
+            "schedule")
+    return {k: price[k] for k in keys if k in price}
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})

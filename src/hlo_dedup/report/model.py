@@ -179,6 +179,12 @@ def peak_changes(folds: Sequence[FoldRecord]) -> dict[str, tuple[int, int]]:
     return out
 
 
+def peak_schedules(folds: Sequence[FoldRecord]) -> dict[str, str]:
+    """Per computation with priced folds: the schedule its prices assume (see
+    `analysis.FoldPrice.schedule`; a report written before that field says nothing)."""
+    return {f.computation: f.memory["schedule"] for f in folds if f.memory is not None and "schedule" in f.memory}
+
+
 def module_totals(modules: Sequence[ModuleRun]) -> dict[str, int]:
     """The counts the report and the summary give for a set of modules."""
     passes = [p for m in modules for p in m.passes]

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ..io.formats import display_name
 from ..passes import PassResult
-from .model import PHASES, InputResult, RunReport, module_totals, peak_changes, stage_totals
+from .model import PHASES, InputResult, RunReport, module_totals, peak_changes, peak_schedules, stage_totals
 from .units import human_bytes, human_seconds, plural
 
 MAX_LISTED = 20  # folds or hazards listed per pass
@@ -148,10 +148,12 @@ def _gather_counts(gathers: list, p: PassResult) -> str:  # noqa: ANN001 - Instr
         line = f"{n}: " + ", ".join(parts)
         changes = peak_changes(p.folds)
         if changes:
-            rise = max(after - before for before, after in changes.values())
+            worst = max(changes, key=lambda c: changes[c][1] - changes[c][0])
+            rise = changes[worst][1] - changes[worst][0]
             peak = f"peak +{human_bytes(rise)}" if rise > 0 else "peak unchanged"
-            line += f"; {peak} (est.) for {human_bytes(sum(f.bytes_per_device for f in p.folds))} " \
-                    "less collective traffic per device"
+            schedule = peak_schedules(p.folds).get(worst)
+            line += f"; {peak} (est.{', ' + schedule if schedule else ''}) for " \
+                    f"{human_bytes(sum(f.bytes_per_device for f in p.folds))} less collective traffic per device"
         return line
     if not fates["unique"]:
         return f"{n}, none traced to a parameter" + (f": walks stopped at {stopped}" if stopped else "")

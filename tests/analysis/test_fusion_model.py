@@ -1,0 +1,132 @@
+"""The compiler-shaped buffer model of a module before optimizations, on hand-counted cases:
+which instructions own a buffer after XLA's fusion and layout assignment."""
+
+from __future__ import annotations
+
+import pytest
+
+import hlo_dedup
+from hlo_dedup.analysis import analyze
+from hlo_dedup.analysis.fusion_model import BITCAST, FUSED, compiler_aliases
+
+GATHER = "channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true"
+DOT = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+
+
+def _entry(body: str, header: str = "HloModule m") -> hlo_dedup.HloModule:
+    return hlo_dedup.load(f"{header}\n\nENTRY main {{\n{body}}}\n")
+
+
+def _peaks(module: hlo_dedup.HloModule) -> tuple[int, int]:
+    """The entry's peak under the compiler model and as written."""
+    return analyze(module).peak_bytes, analyze(module, compiler_model=False).peak_bytes
+
+
+def _kinds(module: hlo_dedup.HloModule) -> dict[str, int]:
+    comp = module.entry
+    return {i.name: kind for i, kind in compiler_aliases(comp, comp.instructions).items()}
+
+
+# Bytes: w 2 KiB and x 2 KiB are static; a gathered f32[64,64] is 16 KiB; d f32[8,64] 2 KiB.
+TRANSPOSE_INTO_DOT = f"""\
+  w = f32[8,64]{{1,0}} parameter(0)
+  x = f32[8,64]{{1,0}} parameter(1)
+  g = f32[64,64]{{1,0}} all-gather(w), {GATHER}
+  t = f32[64,64]{{1,0}} transpose(g), dimensions={{1,0}}
+  ROOT d = f32[8,64]{{1,0}} dot(x, t), {DOT}
+"""
+
+
+def test_a_transpose_the_dot_reads_costs_nothing() -> None:
+    module = _entry(TRANSPOSE_INTO_DOT)
+    assert _kinds(module) == {"t": BITCAST}
+    # At d: w, x, g and d; as written, the peak is at t: w, x, g and t.
+    assert _peaks(module) == (2048 + 2048 + 16384 + 2048, 2048 + 2048 + 16384 + 16384)
+
+
+def test_a_transpose_that_is_a_bitcast_under_its_layout_costs_nothing() -> None:
+    # JAX writes w.T with the {0,1} layout: the same bytes, read as the transpose.
+    module = _entry(TRANSPOSE_INTO_DOT.replace("t = f32[64,64]{1,0}", "t = f32[64,64]{0,1}")
+                    .replace("ROOT d = f32[8,64]{1,0} dot(x, t)",
+                             'ROOT d = f32[64,64]{1,0} custom-call(t), custom_call_target="f"'))
+    assert _kinds(module) == {"t": BITCAST}
+    assert _peaks(module)[0] == 2048 + 2048 + 16384 + 16384  # g and the root
+
+
+def test_a_transpose_that_moves_elements_is_a_loop_fused_into_its_consumer() -> None:
+    module = _entry(f"""\
+  w = f32[8,64]{{1,0}} parameter(0)
+  g = f32[64,64]{{1,0}} all-gather(w), {GATHER}
+  t = f32[64,64]{{1,0}} transpose(g), dimensions={{1,0}}
+  c = f32[64,64]{{1,0}} copy(t)
+  s = f32[64,64]{{1,0}} custom-call(c), custom_call_target="f"
+  ROOT o = (f32[64,64]{{1,0}}, f32[64,64]{{1,0}}) tuple(s, g)
+""")
+    # t and c fuse into one loop (c's consumer, the custom-call, is not fusible): c owns it.
+    assert _kinds(module) == {"t": FUSED}
+    at_c = [analyze(module, compiler_model=model).computation("main") for model in (True, False)]
+    # At c: w, g and c; as written, t's 16 KiB too.
+    assert [m.live_bytes[m.position[m.computation.instructions[3]]] for m in at_c] == [
+        2048 + 16384 + 16384, 2048 + 3 * 16384]
+
+
+@pytest.mark.parametrize("layout, kinds, peak", [
+    ("{1,0}", {"r": BITCAST}, 2048 + 2048 + 16384 + 2048),  # row-major both sides: the same bytes
+    ("{0,1}", {}, 2048 + 2048 + 16384 + 16384),  # column-major into row-major: a copy, live with g
+])
+def test_a_reshape_costs_a_buffer_only_when_it_is_not_a_bitcast(layout: str, kinds: dict, peak: int) -> None:
+    module = _entry(f"""\
+  w = f32[8,64]{{1,0}} parameter(0)
+  x = f32[8,64]{{1,0}} parameter(1)
+  g = f32[64,64]{layout} all-gather(w), {GATHER}
+  r = f32[64,8,8]{{2,1,0}} reshape(g)
+  ROOT d = f32[8,8,8]{{2,1,0}} dot(x, r), {DOT}
+""")
+    assert _kinds(module) == kinds
+    assert _peaks(module)[0] == peak
+
+
+def test_an_elementwise_chain_costs_one_buffer() -> None:
+    module = _entry("""\
+  a = f32[1024]{0} parameter(0)
+  s = f32[] parameter(1)
+  b = f32[1024]{0} broadcast(s), dimensions={}
+  c = f32[1024]{0} convert(a)
+  m = f32[1024]{0} multiply(c, b)
+  n = f32[1024]{0} add(m, m)
+  ROOT o = f32[1024]{0} subtract(n, a)
+""")
+    # The broadcast, the convert and m (read twice by n, but cheap to duplicate) fuse into
+    # the root's loop: one 4 KiB buffer besides the static a and s.
+    assert _kinds(module) == {"b": FUSED, "c": FUSED, "m": FUSED, "n": FUSED}
+    assert _peaks(module) == (4096 + 4 + 4096, 4096 + 4 + 3 * 4096)
+
+
+def test_an_expensive_producer_read_twice_is_not_duplicated() -> None:
+    module = _entry("""\
+  a = f32[1024]{0} parameter(0)
+  e = f32[1024]{0} exponential(a)
+  ROOT n = f32[1024]{0} add(e, e)
+""")
+    assert _kinds(module) == {}
+    assert _peaks(module)[0] == 3 * 4096
+
+
+def test_a_producer_with_a_consumer_that_cannot_fuse_owns_its_buffer() -> None:
+    module = _entry(f"""\
+  w = f32[8,64]{{1,0}} parameter(0)
+  x = f32[8,64]{{1,0}} parameter(1)
+  n = f32[8,64]{{1,0}} negate(w)
+  g = f32[64,64]{{1,0}} all-gather(n), {GATHER}
+  ROOT e = f32[64,64]{{1,0}} exponential(g)
+""")
+    assert _kinds(module) == {}
+    assert _peaks(module)[0] == 2048 + 2048 + 16384 + 16384  # at e: n is dead
+
+
+def test_a_scheduled_module_is_priced_as_written() -> None:
+    module = _entry(TRANSPOSE_INTO_DOT, header="HloModule m, is_scheduled=true")
+    live = analyze(module)
+    assert not live.compiler_model
+    assert live.peak_bytes == _peaks(module)[1]
+    assert live.computation(module.entry).schedule == "module's schedule"
