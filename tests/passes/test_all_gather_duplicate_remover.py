@@ -432,14 +432,16 @@ def test_computations_whose_text_holds_no_gather_are_skipped_only_while_read_as_
     assert [(f.kept, f.removed) for f in result.folds] == [("ag_a", "ag_b")]
 
 
-def test_the_text_search_finds_every_computation_s_gathers() -> None:
-    from hlo_dedup.passes.all_gather_duplicate_remover import _gathers_by_computation
+@pytest.mark.parametrize("opcodes, mention", [(("all-gather", "all-gather-start"), "all-gather"),
+                                              (("all-reduce",), "all-reduce(")])
+def test_the_text_search_finds_every_computation_s_collectives(opcodes: tuple[str, ...], mention: str) -> None:
+    from hlo_dedup.passes.all_gather_duplicate_remover import _by_computation
 
     seen = 0
     for path, m in corpus_modules():
         assert m.is_pristine()
-        scanned = {c: g for c in m.computations if (g := [i for i in c if i.opcode in ("all-gather", "all-gather-start")])}
-        found = _gathers_by_computation(m)
+        scanned = {c: g for c in m.computations if (g := [i for i in c if i.opcode in opcodes])}
+        found = _by_computation(m, opcodes, mention)
         assert found == scanned and list(found) == list(scanned), path.name
         seen += len(scanned)
     assert seen

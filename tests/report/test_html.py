@@ -340,13 +340,13 @@ def test_the_search_box_filters_rows_as_one_types(browser, tmp_path: Path) -> No
 def test_a_click_on_a_header_sorts_its_table(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     report = report_of([JAX_DATA / "bf16_cast.hlo"])
     column = "Array.from(document.querySelectorAll('table.gathers tbody tr')).map(r => r.cells[{}]{})"
-    names, sizes = column.format(0, ".innerText"), column.format(4, ".dataset.v")
+    names, sizes = column.format(0, ".innerText"), column.format(5, ".dataset.v")
     with browser.open(write_page(tmp_path, report)) as page:
         before = page.evaluate(names)
-        page.click("table.gathers th:nth-child(5)")  # Bytes
+        page.click("table.gathers th:nth-child(6)")  # Bytes
         ascending = [int(v) for v in page.evaluate(sizes)]
         assert ascending == sorted(ascending) and page.evaluate(names) != before
-        page.click("table.gathers th:nth-child(5)")
+        page.click("table.gathers th:nth-child(6)")
         assert [int(v) for v in page.evaluate(sizes)] == sorted(ascending, reverse=True)
         page.click("table.gathers th:nth-child(1)")  # All-gather: all_gather.9 before all_gather.10
         natural = sorted(before, key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])
