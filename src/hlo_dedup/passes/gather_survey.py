@@ -121,7 +121,8 @@ class GatherSurvey:
                 stops[(entry.stop, entry.inst.operands[0] is entry.stop)].append(entry)
         for groups in by_parameter.values():
             if len(groups) > 1:
-                self._near.append(_key_field_miss(comp, list(groups.values())))
+                first = next(iter(groups.values()))[0]
+                self._near.append(_key_field_miss(comp, list(groups.values()), self._tensor(first.origin)))
         for (stop, direct), group in stops.items():
             if len(group) > 1:
                 self._near.append(_same_operand_miss(comp, stop, group, direct))
@@ -223,10 +224,12 @@ class GatherSurvey:
         return self._callers
 
     def _tensor(self, at: tuple[HloInstruction, tuple[int, ...]] | None) -> str | None:
-        """The user's name of the weight at `at`, with the index path left (root first)."""
-        if at is None:
-            return None
-        param, path = self._resolve(at) or at
+        """The user's name of the weight at `at` (an entry parameter, or a parameter that one
+        reaches through calls), with the index path left (root first)."""
+        resolved = self._resolve(at) if at is not None else None
+        if resolved is None or resolved[0].parent is not self.module.entry:
+            return None  # a loop body's parameters are named by the framework, not the user
+        param, path = resolved
         name = parameter_name(param)
         if name is None:
             return None
@@ -327,14 +330,14 @@ class GatherSurvey:
         return [f"{count} all-reduce{'s are' if count > 1 else ' is'} {what} (e.g. {inst.name} of "
                 f"{evidence('pin_layout', pad)}); the pass folds only all-gather"]
 
-def _key_field_miss(comp: HloComputation, groups: list[list[_Entry]]) -> NearMiss:
+def _key_field_miss(comp: HloComputation, groups: list[list[_Entry]], tensor: str | None) -> NearMiss:
     """The same parameter (and index path) gathered under different keys."""
     first = [g[0] for g in groups]
     a, b = first[0], first[1]
     differing = [label for label, i in (("element type", 2), ("layout", 3), ("replica groups", 4)) if a.key[i] != b.key[i]]  # type: ignore[index]
     if "layout" in differing and a.key_json["shape"].split("{")[0] != b.key_json["shape"].split("{")[0]:  # type: ignore[index]
         differing[differing.index("layout")] = "shape"
-    param = a.raw.name if a.raw is not None else "?"
+    param = (a.raw.name if a.raw is not None else "?") + (f" (the weight {tensor})" if tensor else "")
     reason = (f"the same parameter {param} is gathered with {len(groups)} different keys "
               f"(they differ in {', '.join(differing) or 'the key'}), so they cannot fold")
     return NearMiss("key_field", reason, (comp.name,), tuple(e.name for g in groups for e in g))
