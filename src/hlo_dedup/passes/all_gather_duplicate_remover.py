@@ -217,8 +217,9 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             self.vlog(2, "NeuronDuplicateParameterAllGatherRemover pass complete")
         records = survey.records()
         # torch-xla's pin_layout gathers are all-reduces with a pinned layout: the survey names them too.
-        all_reduces = [i for insts in _by_computation(module, _ALL_REDUCES, "constrain_layout=true").values() for i in insts]
-        notes = survey.notes(all_reduces) + ([] if records else _no_gather_notes(module))
+        survey.pinned_gathers([i for insts in _by_computation(module, _ALL_REDUCES, "constrain_layout=true").values()
+                               for i in insts])
+        notes = survey.notes() + ([] if records else _no_gather_notes(module))
         return PassResult(self.name, changed, folds, hazards, instructions=records,
                           near_misses=survey.near_misses(), deleted=deleted, notes=notes)
 

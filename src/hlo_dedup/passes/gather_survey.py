@@ -79,6 +79,7 @@ class GatherSurvey:
         self._resolved: dict[tuple, tuple[HloInstruction, tuple[int, ...]] | None] = {}
         self._tokens: dict[HloInstruction, bool] = {}
         self._channel_folds: list[tuple[HloInstruction, HloInstruction]] = []
+        self._pin_notes: list[str] = []
 
     # ------------------------------------------------------------- decisions
     def not_candidate(self, inst: HloInstruction, reason: str) -> None:
@@ -131,6 +132,8 @@ class GatherSurvey:
             if entry.origin is not None:
                 by_weight[entry.origin].append(entry)
         for group in by_weight.values():
+            # Gathers of one weight, some behind an idiom, not all behind the same instruction
+            # (those are a same_operand near miss already).
             stopped = [e for e in group if e.obstacles]
             if len(group) > 1 and stopped and len({e.stop for e in stopped}) + len(group) - len(stopped) > 1:
                 self._near.append(self._idiom_miss(comp, group))
@@ -142,9 +145,14 @@ class GatherSurvey:
                                 self._tensor(e.origin))
                 for e in self._entries.values()]
 
-    def notes(self, all_reduces: list[HloInstruction]) -> list[str]:
-        """One line per idiom met: the gathers whose walks it stopped, with evidence; folds
-        across channel ids; and `xm.all_gather(pin_layout=True)` all-reduces among `all_reduces`."""
+    def pinned_gathers(self, all_reduces: list[HloInstruction]) -> None:
+        """Hear the layout-constrained all-reduces: those that are `xm.all_gather(pin_layout=True)`
+        make a note, and a near miss for each weight gathered twice."""
+        self._pin_notes = self._pinned_gathers(all_reduces)
+
+    def notes(self) -> list[str]:
+        """One line per idiom met: the gathers that read their weight through it, with
+        evidence; folds across channel ids; pin_layout gathers."""
         out = []
         by_kind: dict[str, list[tuple[str, HloInstruction, int | None]]] = defaultdict(list)
         for entry in self._entries.values():
@@ -153,15 +161,14 @@ class GatherSurvey:
         for kind, met in by_kind.items():
             what, _ = EXPLAIN[kind]
             out.append(f"{len(met)} all-gather{'s read their weight' if len(met) > 1 else ' reads its weight'} "
-                       f"through {what}, e.g. {evidence(*met[0])}; the pass's walk stops there")
+                       f"through {what}, e.g. {evidence(*met[0])}, which the pass's walk does not follow")
         if self._channel_folds:
             kept, removed = self._channel_folds[0]
             out.append(f"{len(self._channel_folds)} fold{'s' if len(self._channel_folds) > 1 else ''} joined "
                        f"all-gathers with different channel_id (e.g. {removed.name} channel_id={removed.channel_id} "
                        f"onto {kept.name} channel_id={kept.channel_id}): neuronx-cc's pass folds them (channel_id is "
                        "not in its key); XLA's CSE keeps them apart (it compares channel_id values)")
-        out += self._pinned_gathers(all_reduces)
-        return out
+        return out + self._pin_notes
 
     def near_misses(self) -> list[NearMiss]:
         """Every near miss, the cross-computation ones last (they need the whole module)."""
