@@ -138,17 +138,18 @@ def evidence(kind: str, inst: HloInstruction, token_index: int | None = None) ->
 def pinned_gather_pad(all_reduce: HloInstruction, walk) -> HloInstruction | None:  # noqa: ANN001 - the pass's walk
     """The pad of torch-xla's pin_layout gather feeding `all_reduce`, or None: an all-reduce
     (sum, constrain_layout) of a zero pad along one dimension to group-size times its extent."""
-    if all_reduce.opcode != "all-reduce" or not all_reduce.operands or not all_reduce.constrain_layout:
+    if all_reduce.opcode != "all-reduce" or not all_reduce.operands:
         return None
-    reducer = all_reduce.called_computations[0] if all_reduce.called_computations else None
-    if reducer is None or reducer.root is None or reducer.root.opcode != "add":
-        return None
+    # The cheap tests first: a model's many gradient all-reduces fail at the operand.
     _, path, node, _ = walk(all_reduce.operands[0], ())
     for _ in range(_MAX_READS):  # FSDP flattens the pad back before its opt-barrier
         if node is None or node.opcode != "reshape" or path:
             break
         _, path, node, _ = walk(node.operands[0], ())
     if node is None or node.opcode != "pad" or node.operand_count != 2 or path:
+        return None
+    reducer = all_reduce.called_computations[0] if all_reduce.called_computations else None
+    if reducer is None or reducer.root is None or reducer.root.opcode != "add" or not all_reduce.constrain_layout:
         return None
     value = node.operands[1]
     if value.opcode != "constant" or (value.payload or "").strip() not in ("0", "0.0", "-0", "false"):
