@@ -189,3 +189,12 @@ def test_every_torch_xla_module_s_idiom_stops_are_counted_in_its_notes() -> None
         total = sum(int(m.group(1)) for note in result.notes if (m := counted.match(note)))
         # FSDP's bf16 gathers meet two idioms each (a view, then a cast): one count per idiom.
         assert total == len(stopped) * (2 if path.name == "fsdp_bf16.hlo" else 1), path.name
+
+
+def test_the_torch_xla_folds_leave_a_module_xla_reads(check_output) -> None:  # type: ignore[no-untyped-def]
+    module = parse_module((TORCH_XLA / "nxd_tied_remat.hlo").read_text())
+    result = NeuronAllGatherDuplicateRemover().run_with_result(module)
+    # The tied embedding's second gather, and the checkpointed layer's backward re-gather
+    # (through torch-xla's opt-barrier), fold onto their first gathers.
+    assert len(result.folds) == 2 and not result.hazards
+    check_output(module)
