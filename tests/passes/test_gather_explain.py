@@ -198,3 +198,18 @@ def test_the_torch_xla_folds_leave_a_module_xla_reads(check_output) -> None:  # 
     # (through torch-xla's opt-barrier), fold onto their first gathers.
     assert len(result.folds) == 2 and not result.hazards
     check_output(module)
+
+
+@pytest.mark.parametrize("path", sorted(TORCH_XLA.glob("*.hlo")) + [JAX_DATA / "gspmd_remat_after_spmd.hlo"],
+                         ids=lambda p: p.name)
+def test_the_report_of_every_idiom_validates(path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from hlo_dedup.report.json import load_schema
+
+    done = run_input(str(path), None, RunOptions(report_only=True))
+    data = json.loads(render_json(RunReport(str(path), "-", "hlo", "hlo", RunOptions().passes, inputs=[done])))
+    jsonschema.validate(data, load_schema())
+    (module,) = data["modules"]
+    # Each module either folds or says, in a note, which idiom kept its gathers apart.
+    assert module["notes"] or any(p["folds"] for p in module["passes"])
+    assert all(set(g) >= {"tensor", "layer"} for g in module["all_gathers"])
