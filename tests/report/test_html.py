@@ -496,3 +496,13 @@ def test_a_48_layer_model_with_hundreds_of_folds(transformer_48: Path, browser, 
         assert any(t.startswith(f"{folds[0].removed} folded into {folds[0].kept}") for t in page.visible_texts(".card"))
         assert time.monotonic() - started < HANG_SECONDS
         page.screenshot(tmp_path / "transformer.png", full=False)
+
+
+def test_the_page_names_each_gather_s_weight_and_the_idioms_that_stopped_its_walk() -> None:
+    named = unescape(render_html(report_of([JAX_DATA / "pytree_weights.hlo"]), ""))
+    assert "<th data-sort title=\"the user's name of the gathered weight" in named
+    assert named.count("p['embed']</td>") == 2  # the tied embedding's kept and folded gathers
+    assert "<dt>Weight</dt><dd><code class=\"q\">p['embed']</code></dd>" in named  # on the fold's card
+    fsdp = unescape(render_html(report_of([REPO / "tests" / "data" / "torch_xla" / "fsdp_bf16.hlo"]), ""))
+    assert "Notes (2)" in fsdp and "(mixed precision)" in fsdp
+    assert "The same weight, each gather of its own reshaped (flattened) view (4)" in fsdp

@@ -145,6 +145,8 @@ def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: Fo
         facts += _price_facts(fold.memory)
     elif removed.bytes_output:
         facts.append(("Would save", f"<b>{human_bytes(removed.bytes_output)}</b> output"))
+    if removed.tensor:
+        facts.append(("Weight", f'<code class="q">{escape(removed.tensor)}</code>'))
     if removed.key:
         facts.append(("Key", _key_text(removed.key)))
     reasons = [r for h in hazards for r in h.reasons]
