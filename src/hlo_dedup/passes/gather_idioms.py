@@ -40,13 +40,13 @@ EXPLAIN = {
         "a reshape (a view) of the shard before the gather, as torch-xla FSDP's view(-1, 128) of each "
         "flattened shard or a weight split into heads",
         "neuronx-cc's pass follows no reshape, so it folds none of them; XLA's CSE merges identical "
-        "reshapes of the same value and then their gathers, but not when each reads the shard through "
-        "its own opt-barrier (FSDP's forward and backward)"),
+        "reshapes of the same value and then their identical gathers (with a channel_id only in an SPMD "
+        "module), but not when each reads the shard through its own opt-barrier (FSDP's forward and backward)"),
     "mixed_precision": (
         "a convert that changes the dtype before the gather (mixed precision)",
         "neuronx-cc's pass follows only converts that keep shape and type, so it folds none of them; XLA's "
-        "CSE merges identical converts of the same value and then their gathers (XLA's all-gather-cse pass "
-        "walks through any convert)"),
+        "CSE merges identical converts of the same value and then their identical gathers (with a channel_id "
+        "only in an SPMD module), and XLA's all-gather-cse pass walks through any convert"),
     "transposed_weight": (
         "a transpose of the weight before the gather (a tied weight used as its own transpose, such as an "
         "embedding reused as the output projection)",
