@@ -256,6 +256,34 @@ def gspmd_after_spmd() -> str:
     return _gspmd_compiled()[1]
 
 
+def gspmd_remat_after_spmd() -> str:
+    """grad of a two-layer GSPMD MLP under jax.checkpoint, right after spmd-partitioning: each
+    weight is gathered for the forward and again, behind an opt-barrier, for the backward, each
+    gather with its own channel_id (which XLA's CSE compares and the Neuron pass does not)."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    row_sharded = NamedSharding(mesh, P("x", None))
+
+    def layer(x: jax.Array, w: jax.Array) -> jax.Array:
+        return jnp.tanh(jax.lax.with_sharding_constraint(x, row_sharded) @ w)
+
+    def loss(ws: tuple[jax.Array, ...], x: jax.Array) -> jax.Array:
+        for w in ws:
+            x = jax.checkpoint(layer)(x, w)
+        return jnp.sum(x * x)
+
+    jitted = jax.jit(jax.grad(loss), in_shardings=(row_sharded, row_sharded))
+    with tempfile.TemporaryDirectory() as dump_dir:
+        jitted.lower((_spec((D, D), P("x", None), mesh),) * 2, _spec((BATCH, D), P("x", None), mesh)).compile(
+            compiler_options={
+                "xla_dump_to": dump_dir,
+                "xla_dump_hlo_pass_re": "spmd-partitioning",
+                "xla_dump_hlo_as_text": True,
+            }
+        )
+        (after_spmd,) = Path(dump_dir).glob("*.after_spmd-partitioning.*.txt")
+        return after_spmd.read_text()
+
+
 # --- non-collective programs ------------------------------------------------------------------
 
 
@@ -353,6 +381,12 @@ MODULES: dict[str, tuple[Callable[[], str], str]] = {
         " the weights are reshaped into heads, so every gather reads a reshape, sum or dot of a"
         " parameter and none is traced (the 'silent zero' the report must explain)",
     ),
+    "gspmd_remat_after_spmd": (
+        gspmd_remat_after_spmd,
+        "grad of a two-layer GSPMD MLP under jax.checkpoint, right after spmd-partitioning: every weight"
+        " gathered in the forward and re-gathered behind an opt-barrier in the backward, with different"
+        " channel_ids; the parameters keep the argument paths (ws[0], ws[1]) as metadata op_name",
+    ),
     "conv": (conv, "2-D convolution + relu + mean (no collectives)"),
     "sort": (sort, "sort, argsort and a two-operand sort (no collectives)"),
     "linalg": (linalg, "cholesky and QR: LAPACK custom-calls (no collectives)"),
@@ -361,7 +395,7 @@ MODULES: dict[str, tuple[Callable[[], str], str]] = {
 }
 
 STAGES = {"gspmd_post_opt": "post-optimization", "gspmd_after_spmd": "after spmd-partitioning",
-          "gspmd_transformer_after_spmd": "after spmd-partitioning"}
+          "gspmd_transformer_after_spmd": "after spmd-partitioning", "gspmd_remat_after_spmd": "after spmd-partitioning"}
 
 _COMPUTATION_HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _HEADER_INT = re.compile(r"\b(replica_count|num_partitions)=(\d+)")

@@ -24,7 +24,7 @@ from gather_cases import (
     run,
 )
 
-from support import corpus_modules
+from support import REPO, corpus_modules
 from hlo_dedup import parse_module
 
 # ------------------------------------------------------------- FindRawParameter walk arms
@@ -433,15 +433,30 @@ def test_computations_whose_text_holds_no_gather_are_skipped_only_while_read_as_
 
 
 def test_the_text_search_finds_every_computation_s_gathers() -> None:
-    from hlo_dedup.passes.all_gather_duplicate_remover import _gathers_by_computation
+    from hlo_dedup.passes.all_gather_duplicate_remover import _MENTION, _by_computation
+    from hlo_dedup.passes.raw_parameter_walk import GATHERS as _GATHERS
 
     seen = 0
     for path, m in corpus_modules():
         assert m.is_pristine()
-        scanned = {c: g for c in m.computations if (g := [i for i in c if i.opcode in ("all-gather", "all-gather-start")])}
-        found = _gathers_by_computation(m)
+        scanned = {c: g for c in m.computations if (g := [i for i in c if i.opcode in _GATHERS])}
+        found = _by_computation(m, _GATHERS, _MENTION)
         assert found == scanned and list(found) == list(scanned), path.name
         seen += len(scanned)
+    assert seen
+
+
+def test_the_text_search_finds_every_layout_constrained_all_reduce() -> None:
+    # What torch-xla's pin_layout gathers are; the survey looks at no other all-reduce.
+    from hlo_dedup.passes.all_gather_duplicate_remover import _by_computation
+
+    seen = 0
+    for path in sorted((REPO / "tests" / "data" / "torch_xla").glob("*.hlo")):
+        m, name = parse_module(path.read_text()), path.name
+        pinned = [i for c in m.computations for i in c if i.opcode == "all-reduce" and i.constrain_layout]
+        found = [i for insts in _by_computation(m, ("all-reduce",), "constrain_layout=true").values() for i in insts]
+        assert set(pinned) <= set(found), name
+        seen += len(pinned)
     assert seen
 
 

@@ -345,13 +345,13 @@ def test_the_search_box_filters_rows_as_one_types(browser, tmp_path: Path) -> No
 def test_a_click_on_a_header_sorts_its_table(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     report = report_of([JAX_DATA / "bf16_cast.hlo"])
     column = "Array.from(document.querySelectorAll('table.gathers tbody tr')).map(r => r.cells[{}]{})"
-    names, sizes = column.format(0, ".innerText"), column.format(4, ".dataset.v")
+    names, sizes = column.format(0, ".innerText"), column.format(5, ".dataset.v")
     with browser.open(write_page(tmp_path, report)) as page:
         before = page.evaluate(names)
-        page.click("table.gathers th:nth-child(5)")  # Bytes
+        page.click("table.gathers th:nth-child(6)")  # Bytes
         ascending = [int(v) for v in page.evaluate(sizes)]
         assert ascending == sorted(ascending) and page.evaluate(names) != before
-        page.click("table.gathers th:nth-child(5)")
+        page.click("table.gathers th:nth-child(6)")
         assert [int(v) for v in page.evaluate(sizes)] == sorted(ascending, reverse=True)
         page.click("table.gathers th:nth-child(1)")  # All-gather: all_gather.9 before all_gather.10
         natural = sorted(before, key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])
@@ -502,3 +502,13 @@ def test_a_48_layer_model_with_hundreds_of_folds(transformer_48: Path, browser, 
         assert any(t.startswith(f"{folds[0].removed} folded into {folds[0].kept}") for t in page.visible_texts(".card"))
         assert time.monotonic() - started < HANG_SECONDS
         page.screenshot(tmp_path / "transformer.png", full=False)
+
+
+def test_the_page_names_each_gather_s_weight_and_the_idioms_that_stopped_its_walk() -> None:
+    named = unescape(render_html(report_of([JAX_DATA / "pytree_weights.hlo"]), ""))
+    assert "<th data-sort title=\"the user's name of the gathered weight" in named
+    assert named.count("p['embed']</td>") == 2  # the tied embedding's kept and folded gathers
+    assert "<dt>Weight</dt><dd><code class=\"q\">p['embed']</code></dd>" in named  # on the fold's card
+    fsdp = unescape(render_html(report_of([REPO / "tests" / "data" / "torch_xla" / "fsdp_bf16.hlo"]), ""))
+    assert "Notes (2)" in fsdp and "(mixed precision)" in fsdp
+    assert "The same weight, each gather of its own reshaped (flattened) view (4)" in fsdp

@@ -146,7 +146,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey = GatherSurvey(module, self._walker)
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
-        found = _gathers_by_computation(module)
+        found = _by_computation(module, GATHERS, _MENTION)
         for comp in module.computations if vlog else found:
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
@@ -163,7 +163,10 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         if vlog:
             self.vlog(2, "NeuronDuplicateParameterAllGatherRemover pass complete")
         records = survey.records()
-        notes = [] if records else _no_gather_notes(module)
+        # torch-xla's pin_layout gathers are all-reduces with a pinned layout: the survey names them too.
+        survey.pinned_gathers([i for insts in _by_computation(module, _ALL_REDUCES, "constrain_layout=true").values()
+                               for i in insts])
+        notes = survey.notes() + ([] if records else _no_gather_notes(module))
         return PassResult(self.name, changed, folds, hazards, instructions=records,
                           near_misses=survey.near_misses(), deleted=deleted, notes=notes)
 
@@ -290,25 +293,28 @@ _SHAPES: dict[int, tuple[Any, Any]] = {}
 _GROUPS_JSON: dict[int, tuple[Any, Any]] = {}
 
 
-def _gathers_by_computation(module: HloModule) -> dict[HloComputation, list[HloInstruction]]:
-    """The computations that hold all-gathers or all-gather-starts, in order, each with
-    them in order (a fold changes no other computation's). Most computations of a real
-    module hold none (fusion bodies, reducers): while the module is as read, one whose
-    source lines never say all-gather has none and is not scanned at all."""
+def _by_computation(module: HloModule, opcodes: tuple[str, ...], mention: str
+                    ) -> dict[HloComputation, list[HloInstruction]]:
+    """The computations that hold instructions of `opcodes` (all-gathers and
+    all-gather-starts), in order, each with them in order (a fold changes no other
+    computation's). Most computations of a real module hold none (fusion bodies, reducers):
+    while the module is as read, one whose source lines never say `mention` has none and is
+    not scanned at all."""
     source = module.source.text if module.is_pristine() else None  # type: ignore[union-attr]
     out: dict[HloComputation, list[HloInstruction]] = {}
     for comp in module.computations:
         span = comp.span
         if (source is not None and span is not None and span.body_end >= 0
-                and source.find(_MENTION, span.start, span.body_end) < 0):
+                and source.find(mention, span.start, span.body_end) < 0):
             continue
-        gathers = [inst for inst in comp if inst.opcode in GATHERS]
-        if gathers:
-            out[comp] = gathers
+        found = [inst for inst in comp if inst.opcode in opcodes]
+        if found:
+            out[comp] = found
     return out
 
 
 _MENTION = "all-gather"
+_ALL_REDUCES = ("all-reduce",)
 
 
 def _no_gather_notes(module: HloModule) -> list[str]:

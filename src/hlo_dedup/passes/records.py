@@ -77,18 +77,21 @@ class InstructionFate(FrozenRecord):
     `first`, `rewritten` (onto a clone of `folded_into`), `not_matched` (`reason`).
     `key` is the traced key; `op_name` and `source` (file:line) come from the metadata.
     `refused_onto` names the gather a refused fold would have kept (what `reason` names).
+    `tensor` is the user's name of the gathered weight where the module carries one
+    (`params['layers'][5]['w2']`, see gather_names), also for a walk that stopped early.
     """
 
     __slots__ = ("computation", "name", "opcode", "fate", "folded_into", "reason", "stop", "key", "bytes_output",
-                 "op_name", "source", "walk", "refused_onto")
+                 "op_name", "source", "walk", "refused_onto", "tensor")
 
     def __init__(self, computation: str, name: str, opcode: str, fate: str, folded_into: str | None = None,
                  reason: str | None = None, stop: tuple[str, str] | None = None, key: dict[str, Any] | None = None,
                  bytes_output: int = 0, op_name: str | None = None, source: str | None = None,
-                 walk: tuple[tuple[str, str], ...] = (), refused_onto: str | None = None) -> None:
+                 walk: tuple[tuple[str, str], ...] = (), refused_onto: str | None = None,
+                 tensor: str | None = None) -> None:
         # walk: (opcode, name) from operand(0) up to where the walk ended
         init_frozen(self, computation, name, opcode, fate, folded_into, reason, stop, key, bytes_output, op_name,
-                    source, walk, refused_onto)
+                    source, walk, refused_onto, tensor)
 
 
 class NearMiss(FrozenRecord):

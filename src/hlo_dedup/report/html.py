@@ -354,7 +354,8 @@ def _gather_table(comp: Computation, ids: Ids) -> str:
         if g.folded_into:
             removed_by.setdefault(g.folded_into, []).append(g.name)
     head = ("<tr><th data-sort>All-gather</th><th data-sort>Fate</th><th data-sort>Fold</th>"
-            "<th data-sort>Traced to</th><th data-sort=\"num\" class=\"num\">Bytes</th>"
+            "<th data-sort>Traced to</th><th data-sort title=\"the user's name of the gathered weight, where the module "
+            "carries one\">Weight</th><th data-sort=\"num\" class=\"num\">Bytes</th>"
             '<th data-sort="num" class="num" title="what each device no longer receives">Saved / device</th>'
             '<th data-sort="num" class="num" title="how much the fold raises the computation\'s estimated peak">'
             'Peak change</th><th data-sort>op_name</th><th data-sort>Source</th></tr>')
@@ -364,7 +365,7 @@ def _gather_table(comp: Computation, ids: Ids) -> str:
         rows.append(
             f'<tr class="item" id="{ids(g.name)}"><td class="name q">{escape(g.name)}</td>'
             f'<td>{_badge(g.fate)}{hazard if fold is not None and fold.hazardous else ""}</td>'
-            f'<td>{_relation(g, removed_by, ids)}</td><td>{_traced(g)}</td>'
+            f'<td>{_relation(g, removed_by, ids)}</td><td>{_traced(g)}</td><td class="q">{escape(g.tensor or "")}</td>'
             f'{_num(g.bytes_output, human_bytes(g.bytes_output))}'
             + (_num(fold.bytes_per_device, human_bytes(fold.bytes_per_device)) if fold else "<td></td>")
             + _price_cell(fold)

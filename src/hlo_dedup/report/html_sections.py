@@ -19,6 +19,12 @@ NEAR_MISS_TITLES = {
     "key_field": "The same parameter, gathered with different keys",
     "same_operand": "Walks that stopped at the same value",
     "cross_computation": "The same value, gathered in different computations",
+    "collective_token": "The same weight, each gather behind torch-xla's collective token",
+    "flattened_view": "The same weight, each gather of its own reshaped (flattened) view",
+    "mixed_precision": "The same weight, each gather behind its own dtype-changing convert",
+    "transposed_weight": "The same weight, gathered plain and transposed",
+    "same_tensor": "The same weight, behind different idioms",
+    "pin_layout": "The same weight, gathered by pin_layout all-reduces",
 }
 _MAX_GROUPS_CHARS = 48
 
@@ -139,6 +145,8 @@ def _card(kept: InstructionFate, removed: InstructionFate, ids: Ids, *, fold: Fo
         facts += _price_facts(fold.memory)
     elif removed.bytes_output:
         facts.append(("Would save", f"<b>{human_bytes(removed.bytes_output)}</b> output"))
+    if removed.tensor:
+        facts.append(("Weight", f'<code class="q">{escape(removed.tensor)}</code>'))
     if removed.key:
         facts.append(("Key", _key_text(removed.key)))
     reasons = [r for h in hazards for r in h.reasons]
@@ -309,6 +317,9 @@ def why_not_section(m: ModuleRun, ids: Ids) -> str:
     """Near misses by kind, untraced walks by where they stopped, non-candidates and
     unmatched kernels by reason: what a module with few or no folds needs to explain itself."""
     groups: list[tuple[str, str]] = []
+    notes = [note for p in m.passes for note in p.notes]
+    if notes:  # the framework idioms met, and why a module has nothing to fold
+        groups.append((f"Notes ({len(notes)})", "".join(f"<p>{escape(note)}</p>" for note in notes)))
     by_kind: dict[str, list] = defaultdict(list)
     for n in m.near_misses:
         by_kind[n.kind].append(n)
@@ -324,11 +335,12 @@ def why_not_section(m: ModuleRun, ids: Ids) -> str:
     for opcode, gathers in untraced.items():
         title = f"Walks stopped at {opcode}" if opcode else "Walks with nothing to follow"
         rows = "".join(f"<tr><td class=\"name\">{ids.link(g.name)}</td><td class=\"walktext\">{_walk_text(g)}</td>"
+                       f"<td>{escape(g.tensor or '')}</td>"
                        f"<td class=\"op\">{escape(g.op_name or '')}</td><td class=\"src\">{escape(g.source or '')}</td></tr>"
-                       for g in gathers)
+                       for g in sorted(gathers, key=lambda g: g.tensor or ""))  # grouped by weight
         groups.append((f"{title}: {plural(len(gathers), 'all-gather')} not traced to a parameter",
                        '<div class="scroll"><table><thead><tr><th>All-gather</th><th>Walk (from the gather up)</th>'
-                       f"<th>op_name</th><th>Source</th></tr></thead><tbody>{rows}</tbody></table></div>"))
+                       f"<th>Weight</th><th>op_name</th><th>Source</th></tr></thead><tbody>{rows}</tbody></table></div>"))
     for label, fate, pool in (("not candidates", "not_candidate", m.all_gathers),
                               ("kernels not matched", "not_matched", m.kernels)):
         by_reason: dict[str, list[str]] = defaultdict(list)

@@ -23,7 +23,7 @@
         }],
         "all_gathers": [{"computation", "name", "opcode", "fate", "folded_into", "reason",
                          "stop": {"opcode", "instruction"}, "key", "bytes_output", "op_name",
-                         "source"}],
+                         "source", "tensor", "layer"}],
         "kernels": [... the same, for AwsNeuronCustomNativeKernel custom-calls],
         "near_misses": [{"kind", "reason", "computations", "instructions"}],
         "memory": {"computations": [{"computation", "peak_bytes_before", "peak_bytes_after"}],
@@ -59,6 +59,7 @@ import json
 from typing import Any
 
 from ..passes import InstructionFate, PassResult
+from ..passes.gather_names import layer_of
 from .memo import Memo
 from .model import InputResult, ModuleRun, RunReport, module_totals, peak_schedules, rounded_timings, stage_totals
 
@@ -323,6 +324,8 @@ def _fate_json(i: InstructionFate) -> dict[str, Any]:
         "bytes_output": i.bytes_output,
         "op_name": i.op_name,
         "source": i.source,
+        "tensor": i.tensor,
+        "layer": layer_of(i.tensor) if i.tensor else None,
     }
 
 

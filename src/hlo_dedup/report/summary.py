@@ -95,10 +95,12 @@ def _pass_lines(p: PassResult) -> list[str]:
             head += f" / {human_bytes(per_device)} per device"
     head += f" ({human_seconds(p.seconds)})"
     lines = [head]
+    tensors = {(i.computation, i.name): i.tensor for i in p.instructions if i.tensor} if folds else {}
     for f in folds[:MAX_LISTED]:
         extra = f" as {f.replacement}" if f.replacement else ""
         flag = " [hazardous]" if f.hazardous else ""
-        lines.append(f"    {f.computation}: {f.kept} \u2190 {f.removed}{extra}{flag}")
+        tensor = tensors.get((f.computation, f.removed))
+        lines.append(f"    {f.computation}: {f.kept} \u2190 {f.removed}{extra}{flag}" + (f"  ({tensor})" if tensor else ""))
     if len(folds) > MAX_LISTED:
         lines.append(f"    ... {len(folds) - MAX_LISTED} more folds (see --report)")
     for h in hazards[:MAX_LISTED]:
@@ -118,6 +120,7 @@ def _fate_lines(p: PassResult) -> list[str]:
     lines = [f"    {note}" for note in p.notes]
     if gathers:
         lines.append("    " + _gather_counts(gathers, p))
+        lines.extend(_weight_lines(gathers))
     if kernels:
         fates = Counter(k.fate for k in kernels)
         counts = ", ".join(f"{fates[f]} {f.replace('_', ' ')}" for f in ("first", "rewritten", "not_matched") if fates[f])
@@ -134,6 +137,26 @@ def _fate_lines(p: PassResult) -> list[str]:
         lines.append(f"    near miss ({shown}): {n.reason}")
     if len(p.near_misses) > MAX_LISTED:
         lines.append(f"    ... {len(p.near_misses) - MAX_LISTED} more near misses (see --report)")
+    return lines
+
+
+def _weight_lines(gathers: list) -> list[str]:  # noqa: ANN001 - InstructionFate
+    """The gathers grouped by the weight they gather, where the module names it."""
+    by_weight: dict[str, list] = {}
+    for g in gathers:
+        if g.tensor:
+            by_weight.setdefault(g.tensor, []).append(g)
+    if not by_weight:
+        return []
+    lines = ["    by weight:"]
+    for tensor, group in list(by_weight.items())[:MAX_LISTED]:
+        where = sorted({g.computation for g in group})
+        fates = ", ".join(f"{g.name} {g.fate.replace('_', ' ')}"
+                          + (f" at {g.stop[0]}" if g.stop is not None else "") for g in group[:6])
+        more = f", ... {len(group) - 6} more" if len(group) > 6 else ""
+        lines.append(f"      {tensor}: {fates}{more}" + (f" (in {len(where)} computations)" if len(where) > 1 else ""))
+    if len(by_weight) > MAX_LISTED:
+        lines.append(f"      ... {len(by_weight) - MAX_LISTED} more weights (see --report)")
     return lines
 
 
