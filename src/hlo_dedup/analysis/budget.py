@@ -1,4 +1,4 @@
-"""Byte counts as users write them (``--max-peak-increase 64MiB``)."""
+"""Byte counts as users write them (``--max-peak-increase 64MiB``) and read them (``1.5 KiB``)."""
 
 from __future__ import annotations
 
@@ -54,3 +54,17 @@ def parse_budget(text: str) -> int:
         raise ValueError(f"invalid byte count {text!r}: more than {MAX_BUDGET} bytes (8 EiB)")
     return value
 
+
+
+def spell_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB' (binary units; plain bytes below 1 KiB; -1536 -> '-1.5 KiB')."""
+    if n < 0:
+        return "-" + spell_bytes(-n)
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 1024 or unit == "PiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError  # unreachable

@@ -30,6 +30,7 @@ from typing import Any
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
+from ..analysis.budget import spell_bytes
 from ..analysis.fold_price import FoldPricer
 from ..ir.shape import byte_size
 from .dce import run_dce
@@ -237,9 +238,9 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             price = pricer.apply(comp, keep, inst) if budget is None else pricer.apply_within(comp, keep, inst, budget)
             if price.refused:
                 survey.refused(inst, keep, (
-                    f"the estimated peak of {comp.name} would rise by {price.peak_increase} bytes "
-                    f"({price.peak_bytes_before} -> {price.peak_bytes_after}), more than the "
-                    f"--max-peak-increase budget of {budget}",))
+                    f"the estimated peak of {comp.name} would rise by {spell_bytes(price.peak_increase)} "
+                    f"({spell_bytes(price.peak_bytes_before)} -> {spell_bytes(price.peak_bytes_after)}), more "
+                    f"than the --max-peak-increase budget of {spell_bytes(budget)}",))
                 continue
             if vlog:
                 self.vlog(2, "Replacing all-gather with previous result: %s", keep.to_text())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..analysis.budget import spell_bytes
 from .memo import Memo
 
 
@@ -12,20 +13,7 @@ def human_bytes(n: int) -> str:
     return _SPELLED[n]
 
 
-def _spell_bytes(n: int) -> str:
-    if n < 0:
-        return "-" + _spell_bytes(-n)
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        value /= 1024
-        if value < 1024 or unit == "PiB":
-            return f"{value:.1f} {unit}"
-    raise AssertionError  # unreachable
-
-
-_SPELLED: Memo[int, str] = Memo(_spell_bytes)
+_SPELLED: Memo[int, str] = Memo(spell_bytes)
 
 
 def human_seconds(s: float) -> str:
