@@ -171,9 +171,12 @@ def test_a_successful_verify_is_in_the_report(tmp_path: Path) -> None:
     data = json.loads(report.read_text())
     jsonschema.validate(data, load_schema())
     (module,) = data["modules"]
+    from hlo_dedup.xla.execute import INPUTS
+
     assert module["verify"] == {
         "status": "equal", "exit_code": 0, "seed": 0, "runs": 1, "num_outputs": 1, "num_replicas": 1,
-        "num_partitions": 8,
+        "num_partitions": 8, "participants_source": "header", "participants_detail": None,
+        "judged_seeds": [0], "baseline_reproduced": True, "inputs": INPUTS,
         "summary": "equal: 1 output bitwise identical (8 devices: 1 replica x 8 partitions, seed 0)",
     }
     assert data["schema_version"] == 2
