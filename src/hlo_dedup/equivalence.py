@@ -120,8 +120,7 @@ class EquivalenceReport:
             how = "bitwise identical" if self.rtol is None and self.atol is None else (
                 f"equal within rtol={self.rtol or 0:g}, atol={self.atol or 0:g}")
             origin = "" if self.participants_source in (None, "header", "default") else (
-                f" from the {self.participants_source}" if self.participants_source != "command line"
-                else " from the command line")
+                f" from the {self.participants_source}")
             note = f"; {self.message}" if self.message != "bitwise equal" else ""
             return f"equal: {outputs} {how} ({self._devices()}{origin}, {seeds}){note}"
         status = "cannot judge" if self.status == "cannot_judge" else self.status
@@ -264,17 +263,20 @@ def _with_participants(text: str, participants: Any) -> str:
 def _participants(text: str, assignment: tuple[int, int] | None) -> tuple[Any, Any]:
     """(participants, the parsed module or None) of one side: its header's counts, else its
     device assignment's, else its collectives' (ParticipantsError if they cannot be right)."""
-    from hlo_dedup.analysis.participants import Participants, infer_participants, stated_participants
+    from hlo_dedup.analysis.participants import (Participants, ParticipantsError, infer_participants,
+                                                 stated_participants)
     from hlo_dedup.text import parse_module
 
     try:
         module = parse_module(text)
-    except (ValueError, RuntimeError):  # XLA will say what is wrong with it
-        return Participants(1, 1, "default"), None
-    stated = stated_participants(module)
-    if stated is None and assignment is not None:
-        return Participants(*assignment, "device assignment"), module
-    return infer_participants(module), module
+        stated = stated_participants(module)
+        if stated is None and assignment is not None:
+            return Participants(*assignment, "device assignment"), module
+        return infer_participants(module), module
+    except ParticipantsError:
+        raise
+    except (ValueError, RuntimeError):  # a malformed module or attribute: XLA will say what is wrong
+        return Participants(*(assignment or (1, 1)), "device assignment" if assignment else "default"), None
 
 
 def _resolve(texts: tuple[str, str], assignments: tuple[Any, Any], given: Any, base: dict[str, Any]
@@ -303,7 +305,9 @@ def _resolve(texts: tuple[str, str], assignments: tuple[Any, Any], given: Any, b
             continue
         try:
             check_participants(module, chosen)
-        except ParticipantsError as exc:
+        except (ValueError, RuntimeError) as exc:  # ParticipantsError; a malformed attribute is XLA's to report
+            if not isinstance(exc, ParticipantsError):
+                continue
             return EquivalenceReport("error", f"cannot run {side.upper()}: {exc}", failed=side,
                                      num_replicas=chosen.replicas, num_partitions=chosen.partitions,
                                      participants_source=chosen.source, **base), None

@@ -25,9 +25,6 @@ from ..ir import HloModule
 
 __all__ = ["Participants", "ParticipantsError", "check_participants", "infer_participants", "stated_participants"]
 
-#: Where the counts came from, as reports name it.
-Source = str  # "command line", "header", "device assignment", "collectives", "default"
-
 _SDY_MESH = re.compile(r"#sdy\.mesh<\[([^\]]*)\]")
 _GLOBAL_IDS_OPS = frozenset({"all-gather", "all-gather-start", "all-reduce", "all-reduce-start", "reduce-scatter"})
 _SHARDING_OPS = frozenset({"all-gather", "all-gather-start", "reduce-scatter"})
@@ -47,7 +44,7 @@ class Participants:
 
     replicas: int
     partitions: int
-    source: Source
+    source: str  # "command line", "header", "device assignment", "collectives" or "default"
     detail: str = ""
 
     @property
@@ -64,9 +61,7 @@ class Participants:
         n, r, p = self.devices, self.replicas, self.partitions
         counts = (f"{n} device{'s' if n != 1 else ''}: {r} replica{'s' if r != 1 else ''} x "
                   f"{p} partition{'s' if p != 1 else ''}")
-        origin = {"default": "no count stated or needed"}.get(self.source, f"from the {self.source}")
-        if self.source == "command line":
-            origin = "from the command line"
+        origin = "no count stated or needed" if self.source == "default" else f"from the {self.source}"
         return f"{counts}, {origin}" + (f" ({self.detail})" if self.detail else "")
 
 
