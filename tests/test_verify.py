@@ -214,8 +214,6 @@ def all_gather_module(line: str, *, header: str = "") -> str:
         ("f32[2,6]{1,0} all-gather(p), channel_id=1, replica_groups=[4,2]<=[8], dimensions={1}, use_global_device_ids=true", ""),
         # empty groups, no channel: all replicas
         ("f32[2,12]{1,0} all-gather(p), replica_groups={}, dimensions={1}", ", replica_count=4"),
-        # empty groups and no replica count: the group size is unknown (1), not checked
-        ("f32[2,12]{1,0} all-gather(p), replica_groups={}, dimensions={1}", ""),
         # groups of one: not checked (XLA skips a subgroup size of 1)
         ("f32[4,3]{1,0} all-gather(p), replica_groups={{0},{1}}, dimensions={0}", ""),
         # channel id without global ids: replica groups x partitions
@@ -246,6 +244,9 @@ def test_all_gather_shapes_that_are_consistent(line: str, header: str) -> None:
         ("f32[4,3]{1,0} all-gather(p, p), replica_groups={{0,1}}, dimensions={0}", "", ("2-tuple shape",)),
         ("f32[4,3]{1,0} all-gather(p), replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true", "",
          ("needs a channel_id",)),
+        # torch-xla's traced text: no device count in the header, yet 2 shards over all participants
+        ("f32[4,3]{1,0} all-gather(p), replica_groups={}, dimensions={0}", "",
+         ("has 1 participant", "shape f32[2,3]", "replica_count=2")),
     ],
 )
 def test_all_gather_shapes_that_are_inconsistent(line: str, header: str, words: tuple[str, ...]) -> None:

@@ -94,9 +94,16 @@ def test_a_gpu_module_says_why_it_cannot_run(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_a_layout_bitcast_says_why_it_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A bitcast between row-major arrays is a reshape and runs as one (the corpus module
+    # below verifies); one that reorders elements by its layouts cannot run on XLA:CPU.
     pieces = _corpus("xla_service_gpu_tests_dynamic_update_slice_inplace.hlo").read_text().split("// -----")
+    row_major = tmp_path / "row_major.hlo"
+    row_major.write_text(next(p for p in pieces if "bitcasted_dus0 = bf16[11,10,12] bitcast(dus0)" in p))
+    assert verify_main([str(row_major), str(row_major)]) == 0
+    capsys.readouterr()
     path = tmp_path / "bitcast.hlo"
-    path.write_text(next(p for p in pieces if "bitcasted_dus0 = bf16[11,10,12] bitcast(dus0)" in p))
+    path.write_text("HloModule m, is_scheduled=true\n\nENTRY main {\n  p0 = f32[4,6]{1,0} parameter(0)\n"
+                    "  b = f32[6,4]{0,1} bitcast(p0)\n  ROOT n = f32[6,4]{0,1} negate(b)\n}\n")
     assert verify_main([str(path), str(path)]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
@@ -171,9 +178,12 @@ def test_a_successful_verify_is_in_the_report(tmp_path: Path) -> None:
     data = json.loads(report.read_text())
     jsonschema.validate(data, load_schema())
     (module,) = data["modules"]
+    from hlo_dedup.xla.execute import INPUTS
+
     assert module["verify"] == {
         "status": "equal", "exit_code": 0, "seed": 0, "runs": 1, "num_outputs": 1, "num_replicas": 1,
-        "num_partitions": 8,
+        "num_partitions": 8, "participants_source": "header", "participants_detail": None,
+        "judged_seeds": [0], "baseline_reproduced": True, "inputs": INPUTS,
         "summary": "equal: 1 output bitwise identical (8 devices: 1 replica x 8 partitions, seed 0)",
     }
     assert data["schema_version"] == 2

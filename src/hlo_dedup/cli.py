@@ -4,10 +4,12 @@
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
               [--dot=FILE.dot] [--html=FILE.html] [--strict] [--max-peak-increase=BYTES]
-              [--spmd | --no-spmd] [--verify] [--report-only] [--price=model|xla]
+              [--spmd | --no-spmd] [--verify [--replicas N] [--partitions M]] [--report-only]
+              [--price=model|xla]
     hlo-dedup INPUT... (--output-dir OUT | --report-only) [-j N] [--stage REGEX]
               [--module REGEX] [the options above]                       (batch mode)
-    hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--json]
+    hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--replicas N] [--partitions M]
+              [--rtol R] [--atol A] [--json]
 
 This module parses the arguments into `hlo_dedup.run.RunOptions`, hands them to
 `run.run_file` (one input) or `batch.run_batch` (several), and turns errors into exit
@@ -89,8 +91,8 @@ not compiled again). Needs the xla extra; a module XLA:CPU cannot
 compile is an error (exit 2).
 
 exit status: 0 success, 1 a pass failed or --verify found a difference (nothing written),
-2 usage, I/O or parse error, or a module --verify could not run (or --price=xla could not
-compile) on XLA:CPU.
+2 usage, I/O or parse error, a module --verify could not run on XLA:CPU or cannot judge, or one
+--price=xla could not compile.
 In batch mode: 2 if any file could not be read or parsed, else 1 if a pass failed, else 0;
 skipped files are not failures.
 """
@@ -185,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="before writing, run input and output on XLA:CPU and require bitwise-equal "
                              "results (needs the xla extra); nothing is written on a difference (exit 1) "
                              "or when XLA:CPU cannot run a module (exit 2), as with `hlo-dedup verify`")
+    add_participant_arguments(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -228,6 +231,7 @@ def options_from_args(args: argparse.Namespace, command_line: str = "") -> RunOp
         max_peak_increase=args.max_peak_increase,
         spmd=args.spmd,
         verify=args.verify,
+        participants=given_participants(args),
         v=args.v,
         vmodule=args.vmodule,
         report=args.report,
@@ -314,6 +318,8 @@ def _main(arguments: list[str], stdin, stdout, stderr) -> int:  # noqa: ANN001
             stdout.write(",".join(pass_names()) + "\n")
             stdout.flush()
             return EXIT_OK
+        if (args.replicas or args.partitions) and not args.verify:
+            raise UsageError("--replicas/--partitions say what --verify runs the modules on: add --verify")
         if _is_batch(args):
             _check_batch(args)
             from .batch import run_batch
@@ -353,7 +359,9 @@ def build_verify_parser() -> argparse.ArgumentParser:
     parser = _VerifyParser(
         prog=f"{PROG} verify",
         description="Run BEFORE and AFTER on XLA:CPU with identical seeded inputs and compare every "
-        "output bitwise. Exit 0 equal, 1 different, 2 could not compile/run.",
+        "output bitwise; BEFORE runs twice, in separate processes, to show it reproduces itself. Exit 0 "
+        "equal, 1 different, 2 could not compile/run, or cannot judge (BEFORE does not reproduce itself "
+        "or gives NaN/Inf).",
     )
     parser.add_argument("before", metavar="BEFORE", help="the original module (HLO text or HloModuleProto)")
     parser.add_argument("after", metavar="AFTER", help="the rewritten module")
@@ -364,25 +372,60 @@ def build_verify_parser() -> argparse.ArgumentParser:
                         "or run as already-partitioned per-device programs (--no-spmd); default: "
                         "ENTRY named *_spmd is already partitioned")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per XLA run (default 300)")
+    add_participant_arguments(parser)
+    parser.add_argument("--rtol", type=_tolerance, metavar="R",
+                        help="outputs within R relative difference count as equal (default: bitwise)")
+    parser.add_argument("--atol", type=_tolerance, metavar="A",
+                        help="outputs within A absolute difference count as equal (default: bitwise)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
-def _module_text(path: str) -> str:
-    """The HLO text of the one module in `path`, unparsed, for XLA to read."""
-    from .io.formats import module_texts_from_bytes, read_source
+def add_participant_arguments(parser: argparse.ArgumentParser) -> None:
+    """--replicas / --partitions: the device counts a module runs on under verify."""
+    parser.add_argument("--replicas", type=_positive_int, metavar="N",
+                        help="verify: run on N replicas (default: the header's replica_count, a dump's device "
+                             "assignment, else what the collectives need)")
+    parser.add_argument("--partitions", type=_positive_int, metavar="M",
+                        help="verify: run on M partitions (default: as for --replicas, from num_partitions)")
 
-    texts = module_texts_from_bytes(read_source(path), path)
+
+def given_participants(args: argparse.Namespace):  # noqa: ANN201 - Participants | None (kept out of start-up)
+    """The counts --replicas/--partitions state (one alone leaves the other 1), or None."""
+    if args.replicas is None and args.partitions is None:
+        return None
+    from .analysis.participants import Participants
+
+    return Participants(args.replicas or 1, args.partitions or 1, "command line")
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
+    return value
+
+
+def _module_text(path: str) -> tuple[str, tuple[int, int] | None]:
+    """The HLO text of the one module in `path`, unparsed, for XLA to read, and the
+    (replicas, partitions) of a proto's device assignment (not in the text XLA prints)."""
+    from .io.formats import module_texts_from_bytes, proto_device_assignment, read_source
+
+    data = read_source(path)
+    texts = module_texts_from_bytes(data, path)
     if len(texts) != 1:
         raise ValueError(f"{path} holds several modules (split by '// -----'); verify takes one per file")
-    return texts[0]
+    return texts[0], proto_device_assignment(data, path)
 
 
 def verify_main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """`hlo-dedup verify BEFORE AFTER`: run both on XLA:CPU and compare bitwise (see
     `hlo_dedup.equivalence`). `argv` excludes the word `verify`. One short line says what
-    happened; exit 0 equal, 1 different, 2 a module could not be read, compiled or run, or bad
-    arguments. No traceback is ever printed."""
+    happened; exit 0 equal, 1 different, 2 a module could not be read, compiled or run, BEFORE
+    is no reference (cannot judge), or bad arguments. No traceback is ever printed."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     prog = f"{PROG} verify"
@@ -399,10 +442,12 @@ def verify_main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: Te
         print(f"{prog}: error: --runs must be at least 1", file=err)
         return EXIT_INPUT_ERROR
     try:
-        texts = []
+        texts, assignments = [], []
         for path in (args.before, args.after):
             try:
-                texts.append(_module_text(path))
+                text, assignment = _module_text(path)
+                texts.append(text)
+                assignments.append(assignment)
             except Exception as exc:  # OSError, FormatError, XlaError ...  # noqa: BLE001
                 detail = getattr(exc, "format", None)
                 message = detail() if callable(detail) and not isinstance(exc, OSError) else str(exc)
@@ -411,7 +456,9 @@ def verify_main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: Te
         from .equivalence import check_equivalence
 
         report = check_equivalence(texts[0], texts[1], seed=args.seed, runs=args.runs, spmd=args.spmd,
-                                   timeout=args.timeout)
+                                   timeout=args.timeout, participants=given_participants(args),
+                                   device_assignments=(assignments[0], assignments[1]),
+                                   rtol=args.rtol, atol=args.atol)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (Terminated)
         status, line = describe_failure(exc, prog, False, err)
         print(line, file=err)
@@ -419,7 +466,7 @@ def verify_main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: Te
     except Exception as exc:  # noqa: BLE001 - a bug of ours: still one line, never a traceback
         print(f"{prog}: internal error: {type(exc).__name__}: {one_line(str(exc))}", file=err)
         return EXIT_INPUT_ERROR
-    stream = out if report.status != "error" else err
+    stream = out if report.status in ("equal", "different") else err
     if args.json:
         import json
 

@@ -6,18 +6,28 @@ HloVerifier is something else: `hlo_dedup.verify_structure`).
     from hlo_dedup.equivalence import check_equivalence
     report = check_equivalence(before_text, after_text, seed=0)
     report.status, report.exit_code, report.summary()
-    # ('equal', 0, 'equal: 3 outputs bitwise identical (8 devices: 1 replica x 8 partitions, seed 0)')
+    # ('equal', 0, 'equal: 3 outputs bitwise identical (8 devices: 1 replica x 8 partitions, ...; seed 0)')
 
-``check_equivalence_many(pairs)`` checks several pairs in one XLA child process (jax's start-up
-dominates the cost of small modules); XLA runs are cached per (text, seed, mode, device count),
-since a module run twice gives the same bits.
+A verdict of "different" must be as trustworthy as one of "equal", so BEFORE is first made to
+show that it can serve as the reference:
 
-Both modules are compiled by XLA's CPU backend through :mod:`hlo_dedup.xla.oracle`, in one child
-process with ``replica_count * num_partitions`` virtual devices. Every entry parameter gets a
-deterministic random value that depends only on the seed, the parameter's index, its dtype and
-dimensions and (for per-device programs) the device, so two modules with the same entry signature
-are fed identical inputs. The signatures are checked first: modules whose entry parameters or
-device layouts differ cannot be compared and are reported ``different``.
+* **Participants.** The module runs on the replicas x partitions it states (header, a dump's
+  device assignment, or what the caller says), else on what its collectives need
+  (:mod:`hlo_dedup.analysis.participants`; an all-gather over ``{}`` whose output is 4x its
+  operand needs 4). A collective that cannot run on the known counts is ``error`` — never a run
+  on memory nobody wrote. When one module states the counts and the other does not (a proto
+  drops the header's), the stated counts hold for both.
+* **Baseline.** BEFORE runs twice, in separate child processes (AFTER runs in the second, before
+  BEFORE's replay). If its outputs hold a NaN or an infinity (the inputs never do), the next
+  unused seed is tried instead; if they still do, or if BEFORE does not reproduce itself
+  bitwise, the verdict is ``cannot_judge`` (exit 2) with the reason — with ``rtol``/``atol``,
+  the replay and AFTER need only be that close.
+
+Every entry parameter gets a deterministic random value (see ``hlo_dedup.xla.execute.INPUTS``)
+that depends only on the seed, the parameter's index, its dtype and dimensions and (for
+per-device programs) the device, so two modules with the same entry signature are fed
+identical inputs. The signatures are checked first: modules whose entry parameters or stated
+device counts differ cannot be compared and are reported ``different``.
 
 Entry parameters that are tuples are fed leaf by leaf. Post-optimization text (after XLA's own
 pipeline or a GPU backend's: fusions with backend configs, ``is_scheduled=true``) is made
@@ -26,12 +36,14 @@ and the schedule is dropped, so XLA:CPU fuses and schedules the module again
 (:func:`cpu_runnable_text`).
 
 Statuses: ``equal`` (every output bitwise equal, NaN payloads and signed zeros included, for every
-seed tried), ``different`` (the first differing output with its max abs/rel diff), ``error`` (XLA
-could not compile or run one of the modules — its message is kept, on one line; tokens as entry
-parameters and custom calls XLA:CPU has no kernel for, such as Neuron's
-``AwsNeuronCustomNativeKernel`` or a GPU backend's ``__cublas$gemm``, land here, and so does a
-crash of XLA, which happens in the child process). ``exit_code`` maps them to 0 / 1 / 2, the exit
-statuses of ``hlo-dedup verify`` and of ``hlo-dedup --verify``.
+seed judged), ``different`` (the first differing output with its max abs/rel diff),
+``cannot_judge`` (BEFORE is no reference: not reproducible, or not finite), ``error`` (XLA
+could not compile or run one of the modules, or their collectives cannot run on the known
+device counts — the message is kept, on one line; tokens as entry parameters and custom calls
+XLA:CPU has no kernel for, such as Neuron's ``AwsNeuronCustomNativeKernel`` or a GPU backend's
+``__cublas$gemm``, land here, and so does a crash of XLA, which happens in the child
+process). ``exit_code`` maps them to 0 / 1 / 2 / 2, the exit statuses of ``hlo-dedup verify``
+and of ``hlo-dedup --verify``.
 """
 
 from __future__ import annotations
@@ -45,8 +57,8 @@ from typing import Any, Literal, Sequence
 
 __all__ = ["EquivalenceReport", "clear_run_cache", "check_equivalence_many", "check_equivalence", "cpu_runnable_text"]
 
-Status = Literal["equal", "different", "error"]
-_EXIT_CODES = {"equal": 0, "different": 1, "error": 2}
+Status = Literal["equal", "different", "cannot_judge", "error"]
+_EXIT_CODES = {"equal": 0, "different": 1, "cannot_judge": 2, "error": 2}
 _CUSTOM_CALL = re.compile(r"custom call to (\S+?)(?: for |\s*$)")
 _NEURON_TARGET = re.compile(r"^(?:AwsNeuron|Neuron|__neuron|neuron)", re.IGNORECASE)
 _LAYOUT_BITCAST = "Unexpected bitcast operation seen during layout assignment"
@@ -73,6 +85,13 @@ class EquivalenceReport:
     max_rel_diff: float | None = None
     mismatched_elements: int | None = None
     failed: Literal["before", "after"] | None = None  # which module XLA could not handle
+    participants_source: str | None = None  # command line, header, device assignment, collectives, default
+    participants_detail: str | None = None  # for counts read off the collectives: which one fixed them
+    judged_seeds: tuple[int, ...] | None = None  # the seeds compared (a non-finite seed is replaced)
+    baseline_reproduced: bool | None = None  # BEFORE gave the same outputs in two processes
+    inputs: str | None = None  # how the inputs were drawn
+    rtol: float | None = None
+    atol: float | None = None
 
     @property
     def equal(self) -> bool:
@@ -93,13 +112,23 @@ class EquivalenceReport:
     def summary(self) -> str:
         """One line."""
         if self.status == "equal":
-            seeds = f"seed {self.seed}" if self.runs == 1 else f"seeds {self.seed}..{self.seed + self.runs - 1}"
+            judged = list(self.judged_seeds or range(self.seed, self.seed + self.runs))
+            consecutive = judged == list(range(judged[0], judged[0] + len(judged)))
+            seeds = (f"seed {judged[0]}" if len(judged) == 1 else f"seeds {judged[0]}..{judged[-1]}" if consecutive
+                     else "seeds " + ",".join(map(str, judged)))
             outputs = f"{self.num_outputs} output{'s' if self.num_outputs != 1 else ''}"
-            return f"equal: {outputs} bitwise identical ({self._devices()}, {seeds})"
-        return f"{self.status}: " + " ".join(part.strip() for part in self.message.splitlines() if part.strip())
+            how = "bitwise identical" if self.rtol is None and self.atol is None else (
+                f"equal within rtol={self.rtol or 0:g}, atol={self.atol or 0:g}")
+            origin = "" if self.participants_source in (None, "header", "default") else (
+                f" from the {self.participants_source}")
+            note = f"; {self.message}" if self.message != "bitwise equal" else ""
+            return f"equal: {outputs} {how} ({self._devices()}{origin}, {seeds}){note}"
+        status = "cannot judge" if self.status == "cannot_judge" else self.status
+        return f"{status}: " + " ".join(part.strip() for part in self.message.splitlines() if part.strip())
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["judged_seeds"] = None if self.judged_seeds is None else list(self.judged_seeds)
         for key in ("max_abs_diff", "max_rel_diff"):  # JSON has no NaN/inf
             value = data[key]
             if value is not None and not math.isfinite(value):
@@ -115,13 +144,14 @@ _run_cache: OrderedDict[tuple, Any] = OrderedDict()
 
 
 def clear_run_cache() -> None:
-    """Forget the cached XLA runs (they are reused only for the same text, seed, mode and child size)."""
+    """Forget the cached XLA runs (they are reused only for the same text, seed and mode; a
+    replay of BEFORE never is: it is the check that a run does give the same bits)."""
     _run_cache.clear()
 
 
-def _cache_key(text: str, seed: int, spmd: bool | None, devices: int) -> tuple:
+def _cache_key(text: str, seed: int, spmd: bool | None) -> tuple:
     digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-    return digest, seed, spmd, devices
+    return digest, seed, spmd
 
 
 def _cache_put(key: tuple, result: Any) -> None:
@@ -160,9 +190,14 @@ def cpu_runnable_text(text: str) -> str:
     emitter rejects ("Fusion must have backend config", "Unsupported fusion kind"), and a
     schedule. A fusion computes what a call of its fused computation computes, so each becomes
     that call; the header's `is_scheduled=true` goes; XLA:CPU then fuses and schedules anew.
+    A bitcast between arrays of one element type whose layouts are both the default
+    (row-major) reads the elements in the order a reshape does, so it becomes that reshape:
+    XLA's HLO-to-StableHLO import, which the run goes through, keeps a bitcast's layouts and
+    pairs them with the wrong shape ("layout minor_to_major field contains 3 elements, but
+    shape has 2 dimensions"). Other bitcasts stay, and XLA says why it cannot run them.
     Other text, and text hlo_dedup's reader rejects (XLA reports it), is returned as is.
     """
-    if " fusion(" not in text and "is_scheduled=true" not in text:
+    if " fusion(" not in text and "is_scheduled=true" not in text and " bitcast(" not in text:
         return text
     from hlo_dedup.text import parse_module
 
@@ -172,6 +207,9 @@ def cpu_runnable_text(text: str) -> str:
         return text
     for computation in module.computations:
         for instruction in computation.instructions:
+            if instruction.opcode == "bitcast" and _reads_as_reshape(instruction):
+                instruction.opcode = "reshape"
+                instruction.mark_changed()
             if instruction.opcode != "fusion" or instruction.attr("calls") is None:
                 continue
             callee = instruction.attr("calls")
@@ -185,65 +223,95 @@ def cpu_runnable_text(text: str) -> str:
     return header + lowered[header_end:]
 
 
+def _reads_as_reshape(bitcast: Any) -> bool:
+    """A bitcast of one array to another of its element type, both row-major: a reshape."""
+    from hlo_dedup.ir.shape import Layout
+
+    try:
+        shapes = (bitcast.shape, bitcast.operands[0].shape)
+    except (ValueError, RuntimeError, IndexError):
+        return False
+    if not all(shape.tuple_shapes is None and shape.is_array for shape in shapes):
+        return False
+    if shapes[0].element_type is not shapes[1].element_type:
+        return False
+    return all(shape.layout is None or shape.layout.equality_key() == Layout.default(len(shape.dimensions)).equality_key()
+               for shape in shapes)
+
+
 def _entry_parameters(text: str) -> list[tuple[Any, str]]:
     from hlo_dedup.xla import isolated
 
     return isolated.entry_parameters(text)
 
 
-def _elementwise_mismatch(x: Any, y: Any) -> Any:
-    """Boolean array: where the two arrays differ bitwise (x, y of equal shape and dtype)."""
-    import numpy as np
-
-    if x.size == 0:
-        return np.zeros(x.shape, bool)
-    xb = np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(x.size, -1)
-    yb = np.ascontiguousarray(y).reshape(-1).view(np.uint8).reshape(y.size, -1)
-    return np.any(xb != yb, axis=1).reshape(x.shape)
+_HEADER_COUNT = re.compile(r",\s*(?:replica_count|num_partitions)=\d+")
 
 
-_HLO_TYPES = {
-    "bool": "pred", "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64", "uint8": "u8",
-    "uint16": "u16", "uint32": "u32", "uint64": "u64", "float16": "f16", "float32": "f32",
-    "float64": "f64", "bfloat16": "bf16", "complex64": "c64", "complex128": "c128", "int4": "s4",
-    "uint4": "u4", "int2": "s2", "uint2": "u2",
-}
+def _with_participants(text: str, participants: Any) -> str:
+    """`text` with its header stating `participants`, which is how XLA (and the run) reads them."""
+    start = text.find("HloModule")
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    if start < 0:
+        return text
+    header = _HEADER_COUNT.sub("", text[start:end])
+    counts = f", replica_count={participants.replicas}, num_partitions={participants.partitions}"
+    return text[:start] + header + counts + text[end:]
 
 
-def _scalar(value: Any) -> str:
+def _participants(text: str, assignment: tuple[int, int] | None) -> tuple[Any, Any]:
+    """(participants, the parsed module or None) of one side: its header's counts, else its
+    device assignment's, else its collectives' (ParticipantsError if they cannot be right)."""
+    from hlo_dedup.analysis.participants import (Participants, ParticipantsError, infer_participants,
+                                                 stated_participants)
+    from hlo_dedup.text import parse_module
+
     try:
-        return repr(value.item())
-    except (AttributeError, TypeError, ValueError):
-        return str(value)
+        module = parse_module(text)
+        stated = stated_participants(module)
+        if stated is None and assignment is not None:
+            return Participants(*assignment, "device assignment"), module
+        return infer_participants(module), module
+    except ParticipantsError:
+        raise
+    except (ValueError, RuntimeError):  # a malformed module or attribute: XLA will say what is wrong
+        return Participants(*(assignment or (1, 1)), "device assignment" if assignment else "default"), None
 
 
-def _describe(x: Any, y: Any, index: int, count: int, per_device: bool, comparison: Any) -> tuple[str, int]:
-    import numpy as np
+def _resolve(texts: tuple[str, str], assignments: tuple[Any, Any], given: Any, base: dict[str, Any]
+             ) -> tuple[EquivalenceReport | None, Any]:
+    """The participants both modules run on, or the report that ends the check: counts both
+    modules state and that differ (`different`), collectives that cannot run on them (`error`)."""
+    from hlo_dedup.analysis.participants import ParticipantsError, check_participants
 
-    dims = ",".join(str(d) for d in (x.shape[1:] if per_device else x.shape))
-    what = f"output {index} of {count} ({_HLO_TYPES.get(x.dtype.name, x.dtype.name)}[{dims}]"
-    what += ", per device)" if per_device else ")"
-    if x.shape != y.shape or x.dtype != y.dtype:
-        return f"{what}: {comparison.message}", 0
-    mismatch = _elementwise_mismatch(x, y)
-    n = int(mismatch.sum())
-    first = tuple(int(i) for i in np.argwhere(mismatch)[0])
-    where = f"device {first[0]} index {list(first[1:])}" if per_device else f"index {list(first)}"
-    parts = [f"{what} differs in {n} of {x.size} elements; first at {where}: "
-             f"{_scalar(x[first])} vs {_scalar(y[first])}"]
-    try:
-        with np.errstate(all="ignore"):
-            wide = np.complex128 if x.dtype.kind == "c" else np.float64
-            nan_only = int(np.sum(np.isnan(x.astype(wide)) != np.isnan(y.astype(wide))))
-    except (TypeError, ValueError):
-        nan_only = 0
-    if nan_only:
-        parts.append(f"{nan_only} NaN in one and not the other")
-    parts.append(f"max abs diff {comparison.max_abs_diff:.6g}, max rel diff {comparison.max_rel_diff:.6g}")
-    return "; ".join(parts), n
-
-
-# --- the check ---------------------------------------------------------------------------------
+    sides: list[tuple[Any, Any]] = []
+    for side, text, assignment in zip(("before", "after"), texts, assignments):
+        try:
+            sides.append(_participants(text, assignment))
+        except ParticipantsError as exc:
+            if given is None:
+                return EquivalenceReport("error", f"cannot run {side.upper()}: {exc}", failed=side, **base), None
+            sides.append((given, None))
+    (before, before_module), (after, after_module) = sides
+    if given is None and before.stated and after.stated and (before.replicas, before.partitions) != (
+            after.replicas, after.partitions):
+        message = (f"device layouts differ: BEFORE runs on {before.describe()}, AFTER on {after.describe()}")
+        return EquivalenceReport("different", message, num_replicas=before.replicas,
+                                 num_partitions=before.partitions, **base), None
+    chosen = given or next((p for p in (before, after) if p.stated), before)
+    for side, module in (("before", before_module), ("after", after_module)):
+        if module is None:
+            continue
+        try:
+            check_participants(module, chosen)
+        except (ValueError, RuntimeError) as exc:  # ParticipantsError; a malformed attribute is XLA's to report
+            if not isinstance(exc, ParticipantsError):
+                continue
+            return EquivalenceReport("error", f"cannot run {side.upper()}: {exc}", failed=side,
+                                     num_replicas=chosen.replicas, num_partitions=chosen.partitions,
+                                     participants_source=chosen.source, **base), None
+    return None, chosen
 
 
 def check_equivalence(
@@ -254,6 +322,10 @@ def check_equivalence(
     runs: int = 1,
     spmd: bool | None = None,
     timeout: float = 300,
+    participants: Any = None,
+    device_assignments: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None),
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> EquivalenceReport:
     """Run both modules on XLA:CPU with identical seeded inputs and compare every output bitwise.
 
@@ -261,10 +333,29 @@ def check_equivalence(
     modules with ``num_partitions > 1`` run: True lets XLA's SPMD partitioner partition them
     (global inputs), False runs the text as already-partitioned per-device programs, None guesses
     from the ENTRY name (``*_spmd`` = already partitioned), as :func:`hlo_dedup.xla.oracle.run_module`
-    does. Never raises for a module XLA rejects: that is an ``error`` report carrying XLA's message.
+    does. ``participants`` (a :class:`hlo_dedup.analysis.participants.Participants`) overrides
+    what the modules state; ``device_assignments`` are (replicas, partitions) a proto carried
+    beside each text. ``rtol``/``atol`` accept outputs (and BEFORE's replay) that close. Never
+    raises for a module XLA rejects: that is an ``error`` report carrying XLA's message.
     """
-    (report,) = check_equivalence_many([(before_text, after_text)], seed=seed, runs=runs, spmd=spmd, timeout=timeout)
+    (report,) = check_equivalence_many([(before_text, after_text)], seed=seed, runs=runs, spmd=spmd, timeout=timeout,
+                                       participants=participants, device_assignments=[device_assignments],
+                                       rtol=rtol, atol=atol)
     return report
+
+
+class _Pair:
+    """One pair being checked: the texts that run (stating their participants), and its runs."""
+
+    def __init__(self, before: str, after: str, participants: Any) -> None:
+        self.before, self.after, self.participants = before, after, participants
+        self.first: dict[int, Any] = {}  # seed -> BEFORE's outcome
+        self.replay: dict[int, Any] = {}  # seed -> BEFORE's outcome in another process
+        self.other: dict[int, Any] = {}  # seed -> AFTER's outcome
+
+    @property
+    def same_text(self) -> bool:
+        return self.before == self.after
 
 
 def check_equivalence_many(
@@ -274,127 +365,187 @@ def check_equivalence_many(
     runs: int = 1,
     spmd: bool | None = None,
     timeout: float = 300,
+    participants: Any = None,
+    device_assignments: Sequence[tuple[Any, Any]] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> list[EquivalenceReport]:
-    """:func:`check_equivalence` for several (BEFORE, AFTER) pairs, all run in one XLA child process.
+    """:func:`check_equivalence` for several (BEFORE, AFTER) pairs, their runs sharing child processes.
 
-    Starting the child (importing jax) costs more than running a small module, so checking the
-    modules of a multi-module file, or a test corpus, this way is several times faster. The child
-    gets the largest device count any module needs; each module runs on the first devices.
+    Starting a child (importing jax) costs more than running a small module, so the BEFOREs
+    all run in one child, the AFTERs and then BEFOREs' replays in a second (and BEFOREs whose
+    first seed gave NaN/Inf are run again with the next seed in those children, replayed in a
+    third). Each child gets the largest device count its modules need.
     """
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
-    from hlo_dedup.xla import INSTALL_HINT, XlaError, XlaUnavailableError
+    from hlo_dedup.xla import INSTALL_HINT, XlaUnavailableError
 
     try:
-        from hlo_dedup.xla import oracle
+        from hlo_dedup.xla import execute, oracle  # noqa: F401  (execute: INPUTS; importing it is cheap here)
     except ImportError as exc:  # XlaUnavailableError is an ImportError
         message = str(exc)
         if not isinstance(exc, XlaUnavailableError):
             message = f"the XLA oracle needs jax and jaxlib ({INSTALL_HINT}): {exc}"
         return [EquivalenceReport("error", message, seed=seed, runs=runs) for _ in pairs]
 
-    pairs = [(cpu_runnable_text(before), cpu_runnable_text(after)) for before, after in pairs]
-    # 1. Device layouts and entry signatures: identical inputs need identical parameters.
+    assignments = list(device_assignments or [(None, None)] * len(pairs))
+    base = {"seed": seed, "runs": runs, "inputs": execute.INPUTS, "rtol": rtol, "atol": atol}
+    seeds = list(range(seed, seed + runs))
     reports: list[EquivalenceReport | None] = []
-    layouts: list[tuple[int, int] | None] = []
-    for before_text, after_text in pairs:
-        report, layout = _precheck(oracle, before_text, after_text, seed, runs)
-        reports.append(report)
-        layouts.append(layout)
-
-    # 2. Run every (module, seed) not cached yet, all in one child process.
-    runnable = [pair for pair, report in zip(pairs, reports) if report is None]
-    texts = [text for pair in runnable for text in pair]
-    devices = oracle.child_device_count(texts) if texts else 1
-    jobs = {
-        _cache_key(text, s, spmd, devices): (text, s)
-        for s in range(seed, seed + runs)
-        for text in texts
-    }
-    outcomes: dict[tuple, Any] = {k: _run_cache[k] for k in jobs if k in _run_cache}
-    pending = [k for k in jobs if k not in outcomes]
-    if pending:
-        results = oracle.run_modules([jobs[k] for k in pending], spmd=spmd, timeout=timeout)
-        for key, result in zip(pending, results):
-            outcomes[key] = result
-            if not isinstance(result, XlaError):
-                _cache_put(key, result)
-
-    # 3. Compare each pair, seed by seed.
-    final: list[EquivalenceReport] = []
-    for (before_text, after_text), report, layout in zip(pairs, reports, layouts):
+    live: list[_Pair | None] = []
+    for (before, after), assignment in zip(pairs, assignments):
+        before, after = cpu_runnable_text(before), cpu_runnable_text(after)
+        report, chosen = _resolve((before, after), assignment, participants, base)
+        pair = None
         if report is None:
-            assert layout is not None
-            runs_of = [
-                (s, outcomes[_cache_key(before_text, s, spmd, devices)],
-                 outcomes[_cache_key(after_text, s, spmd, devices)])
-                for s in range(seed, seed + runs)
-            ]
-            report = _compare(oracle, XlaError, runs_of, layout, seed, runs)
-        final.append(report)
+            pair = _Pair(_with_participants(before, chosen), _with_participants(after, chosen), chosen)
+            report = _precheck(pair.before, pair.after, base, chosen)
+        reports.append(report)
+        live.append(pair if report is None else None)
+    running = [pair for pair in live if pair is not None]
+
+    # 1. BEFORE, in its own child.
+    _run_round(oracle, [(pair.first, pair.before, s, True) for pair in running for s in seeds], spmd, timeout)
+    # 2. AFTER, then BEFORE's replay, in a second child; a seed whose BEFORE is not finite is
+    #    replaced by the next unused seed, run here and replayed in a third child.
+    spare = {s: seed + runs + i for i, s in enumerate(seeds)}
+    second: list[tuple[dict, str, int, bool]] = []
+    third: list[tuple[dict, str, int, bool]] = []
+    for pair in running:
+        for s in seeds:
+            outcome = pair.first[s]
+            if not isinstance(outcome, oracle.RunResult):
+                continue
+            judged = [s]
+            if oracle.non_finite(outcome) is not None:
+                second.append((pair.first, pair.before, spare[s], True))
+                third.append((pair.replay, pair.before, spare[s], False))
+                judged.append(spare[s])
+            for t in judged:
+                if not pair.same_text:
+                    second.append((pair.other, pair.after, t, True))
+            second.append((pair.replay, pair.before, s, False))
+    _run_round(oracle, second, spmd, timeout)
+    _run_round(oracle, third, spmd, timeout)
+
+    final = []
+    for report, pair in zip(reports, live):
+        final.append(report if pair is None else _verdict(oracle, pair, seeds, spare, base, rtol, atol))
     return final
 
 
-def _precheck(
-    oracle: Any, before_text: str, after_text: str, seed: int, runs: int
-) -> tuple[EquivalenceReport | None, tuple[int, int] | None]:
-    """A report if the pair cannot or need not be run (unreadable, different signatures), else the layout."""
-    base: dict[str, Any] = {"seed": seed, "runs": runs}
-    layouts: dict[str, tuple[int, int]] = {}
+def _run_round(oracle: Any, jobs: list[tuple[dict, str, int, bool]], spmd: bool | None, timeout: float) -> None:
+    """Run (text, seed) jobs in one child and file each outcome in its dict under its seed; a job
+    marked cacheable is taken from, and put in, the run cache (a replay never is)."""
+    pending = []
+    for outcomes, text, s, cacheable in jobs:
+        key = _cache_key(text, s, spmd)
+        if cacheable and key in _run_cache:
+            outcomes[s] = _run_cache[key]
+        else:
+            pending.append((outcomes, text, s, cacheable, key))
+    if not pending:
+        return
+    results = oracle.run_modules([(text, s) for _, text, s, _, _ in pending], spmd=spmd, timeout=timeout)
+    for (outcomes, _, s, cacheable, key), result in zip(pending, results):
+        outcomes[s] = result
+        if cacheable and isinstance(result, oracle.RunResult):
+            _cache_put(key, result)
+
+
+def _precheck(before_text: str, after_text: str, base: dict[str, Any], participants: Any) -> EquivalenceReport | None:
+    """A report if the pair cannot be run or fed the same inputs (unreadable, different signatures)."""
+    base = {**base, "num_replicas": participants.replicas, "num_partitions": participants.partitions,
+            "participants_source": participants.source, "participants_detail": participants.detail or None}
     params: dict[str, list[tuple[Any, str]]] = {}
     for side, text in (("before", before_text), ("after", after_text)):
         try:
-            layouts[side] = oracle.device_layout(text, None)
             params[side] = _entry_parameters(text)
         except Exception as exc:  # noqa: BLE001 - XlaError (a crash of XLA included), jaxlib's own types
             message = f"XLA cannot read {side.upper()}: {_clarify(str(exc))}"
-            return EquivalenceReport("error", message, failed=side, **base), None
-    replicas, partitions = layouts["before"]
-    base.update(num_replicas=replicas, num_partitions=partitions)
-    if layouts["before"] != layouts["after"]:
-        (r1, p1), (r2, p2) = layouts["before"], layouts["after"]
-        message = (f"device layouts differ: BEFORE runs on {r1} replica(s) x {p1} partition(s), "
-                   f"AFTER on {r2} x {p2} (replica_count / num_partitions in the header)")
-        return EquivalenceReport("different", message, **base), None
+            return EquivalenceReport("error", message, failed=side, **base)
     before_params, after_params = params["before"], params["after"]
     if len(before_params) != len(after_params):
         message = (f"entry signatures differ: BEFORE takes {len(before_params)} parameters, AFTER "
                    f"{len(after_params)}; the modules cannot be fed the same inputs")
-        return EquivalenceReport("different", message, **base), None
+        return EquivalenceReport("different", message, **base)
     for index, ((a, a_text), (b, b_text)) in enumerate(zip(before_params, after_params)):
         if a != b:
             message = (f"entry parameter {index} differs: {a_text} (BEFORE) vs {b_text} (AFTER); the modules "
                        "cannot be fed the same inputs")
-            return EquivalenceReport("different", message, **base), None
-    return None, layouts["before"]
+            return EquivalenceReport("different", message, **base)
+    return None
 
 
-def _compare(
-    oracle: Any, xla_error: type, runs_of: list[tuple[int, Any, Any]], layout: tuple[int, int], seed: int, runs: int
-) -> EquivalenceReport:
-    base: dict[str, Any] = {"seed": seed, "runs": runs, "num_replicas": layout[0], "num_partitions": layout[1]}
+def _verdict(oracle: Any, pair: _Pair, seeds: list[int], spare: dict[int, int], base: dict[str, Any],
+             rtol: float | None, atol: float | None) -> EquivalenceReport:
+    from hlo_dedup.xla.differences import describe_difference
+
+    chosen = pair.participants
+    base = {**base, "num_replicas": chosen.replicas, "num_partitions": chosen.partitions,
+            "participants_source": chosen.source, "participants_detail": chosen.detail or None}
+    judged: list[int] = []
+    notes: list[str] = []
     count = None
-    for s, before, after in runs_of:
-        for side, outcome in (("before", before), ("after", after)):
-            if isinstance(outcome, xla_error):
-                message = f"XLA:CPU could not compile/run {side.upper()}: {_clarify(str(outcome))}"
-                return EquivalenceReport("error", message, failed=side, **base)
+    for s in seeds:
+        before = pair.first[s]
+        if not isinstance(before, oracle.RunResult):
+            return _failure("before", before, base)
+        bad = oracle.non_finite(before)
+        t = s
+        if bad is not None:
+            t = spare[s]
+            before = pair.first[t]
+            if not isinstance(before, oracle.RunResult):
+                return _failure("before", before, base)
+            again = oracle.non_finite(before)
+            if again is not None:
+                index, n, size = again
+                message = (f"BEFORE's outputs are not finite with seed {s} nor with seed {t} (output {index}: "
+                           f"{n} of {size} elements NaN or infinite) though every input is finite, so equal "
+                           "outputs would prove nothing; give inputs it computes finite results for")
+                return EquivalenceReport("cannot_judge", message, baseline_reproduced=None, **base)
+            notes.append(f"seed {s} gave BEFORE non-finite outputs, seed {t} was judged instead")
+        judged.append(t)
+        replay = pair.replay[t]
+        if not isinstance(replay, oracle.RunResult):
+            return _failure("before", replay, base)
         base["per_device"] = before.per_device
         count = len(before.outputs)
-        comparison = oracle.compare_results(before, after)
+        again = oracle.compare_results(before, replay, rtol, atol)
+        if not again.equal:
+            detail = again.message
+            if again.index is not None:
+                x, y = before.outputs[again.index], replay.outputs[again.index]
+                detail, _ = describe_difference(x, y, again.index, count, before.per_device, again)
+            message = (f"BEFORE does not reproduce itself: two runs with seed {t} in separate processes differ "
+                       f"({detail}); the module is not deterministic on XLA:CPU (random numbers, reads of "
+                       "memory it never wrote), so its outputs are no reference"
+                       + ("" if rtol is not None or atol is not None else "; --rtol/--atol compare within a tolerance"))
+            return EquivalenceReport("cannot_judge", message, num_outputs=count, baseline_reproduced=False, **base)
+        after = replay if pair.same_text else pair.other[t]
+        if not isinstance(after, oracle.RunResult):
+            return _failure("after", after, base)
+        comparison = oracle.compare_results(before, after, rtol, atol)
         if comparison.equal:
             continue
+        common = {"num_outputs": count, "differing_seed": t, "baseline_reproduced": True, "judged_seeds": (t,)}
         if comparison.index is None:  # different number of outputs
-            return EquivalenceReport("different", f"result shapes differ: {comparison.message}",
-                                  num_outputs=count, differing_seed=s, **base)
+            return EquivalenceReport("different", f"result shapes differ: {comparison.message}", **common, **base)
         x, y = before.outputs[comparison.index], after.outputs[comparison.index]
         per_device = before.per_device and after.per_device
-        message, mismatched = _describe(x, y, comparison.index, count, per_device, comparison)
-        if runs > 1:
-            message += f" (seed {s})"
+        message, mismatched = describe_difference(x, y, comparison.index, count, per_device, comparison)
+        if len(seeds) > 1 or t != s:
+            message += f" (seed {t})"
         return EquivalenceReport(
-            "different", message, num_outputs=count, output_index=comparison.index, differing_seed=s,
-            max_abs_diff=comparison.max_abs_diff, max_rel_diff=comparison.max_rel_diff,
-            mismatched_elements=mismatched, **base,
+            "different", message, output_index=comparison.index, max_abs_diff=comparison.max_abs_diff,
+            max_rel_diff=comparison.max_rel_diff, mismatched_elements=mismatched, **common, **base,
         )
-    return EquivalenceReport("equal", "bitwise equal", num_outputs=count, **base)
+    return EquivalenceReport("equal", "; ".join(notes) or "bitwise equal", num_outputs=count,
+                             judged_seeds=tuple(judged), baseline_reproduced=True, **base)
+
+
+def _failure(side: str, outcome: Any, base: dict[str, Any]) -> EquivalenceReport:
+    message = f"XLA:CPU could not compile/run {side.upper()}: {_clarify(str(outcome))}"
+    return EquivalenceReport("error", message, failed=side, **base)  # type: ignore[arg-type]

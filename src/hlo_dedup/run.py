@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .plain import FrozenRecord, init_frozen
 from .io.files import check_output, same_file_key, write_file
@@ -30,6 +30,7 @@ from .io.formats import (
     display_name,
     modules_from_text,
     output_format_for,
+    proto_device_assignment,
     read_source,
     render_chunks,
     write_output,
@@ -96,18 +97,21 @@ class RunOptions(FrozenRecord):
     compiles each module before and after; the budget is then decided with its peaks, see
     `hlo_dedup.price`).
     `command_line` is the command as typed, for the page to say what produced it.
+    `participants`: the replicas x partitions --verify runs modules on (None: what they state or need).
     """
 
     __slots__ = ("passes", "input_format", "output_format", "split_input_file", "strict", "max_peak_increase",
-                 "spmd", "verify", "v", "vmodule", "report", "dot", "report_only", "html", "command_line", "price")
+                 "spmd", "verify", "v", "vmodule", "report", "dot", "report_only", "html", "command_line",
+                 "price", "participants")
 
     def __init__(self, passes: tuple[str, ...] = DEFAULT_PIPELINE, input_format: str | None = None,
                  output_format: str | None = None, split_input_file: bool = False, strict: bool = False,
                  max_peak_increase: int | None = None, spmd: bool = True, verify: bool = False, v: int = 0,
                  vmodule: str = "", report: str | None = None, dot: str | None = None, report_only: bool = False,
-                 html: str | None = None, command_line: str = "", price: str = "model") -> None:
+                 html: str | None = None, command_line: str = "", price: str = "model",
+                 participants: Any = None) -> None:
         init_frozen(self, passes, input_format, output_format, split_input_file, strict, max_peak_increase, spmd,
-                    verify, v, vmodule, report, dot, report_only, html, command_line, price)
+                    verify, v, vmodule, report, dot, report_only, html, command_line, price, participants)
 
     @property
     def verbose(self) -> bool:
@@ -278,6 +282,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
         result.bytes_in = len(data)
         in_fmt = options.input_format or detect_format(input, data)
         text, container = decode_input(data, name, in_fmt)
+        assignment = proto_device_assignment(data, name, format=in_fmt) if options.verify else None
         del data  # the IR is built without the input's bytes beside it
         modules = modules_from_text(text, name, container=container, spmd=options.spmd,
                                     split_input_file=options.split_input_file)
@@ -343,7 +348,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
 
     # The display is gone before anything is written (stdout may be the same terminal).
     if options.verify:
-        failure = _verify(befores, modules, result.modules, name, log)
+        failure = _verify(befores, modules, result.modules, name, log, options.participants, assignment)
         if failure is not None:
             result.exit_status, result.error = failure
             return
@@ -382,28 +387,37 @@ def _price_with_xla(befores: list[str], modules: list, runs: list[ModuleRun], op
 
 
 def _verify(befores: list[str], modules: list, runs: list[ModuleRun], name: str,  # noqa: ANN001
-            log: TextIO) -> tuple[int, str] | None:
+            log: TextIO, participants: Any, assignment: tuple[int, int] | None) -> tuple[int, str] | None:
     """`--verify`: the rewrite must compute bitwise what the input computed; each verdict is
     kept in its ModuleRun (the report's `verify`). The exit status is `hlo-dedup verify`'s:
-    1 the results differ, 2 XLA:CPU could not run a module."""
+    1 the results differ, 2 XLA:CPU could not run a module or the input is no reference."""
     from .equivalence import check_equivalence
 
     for before, module, run in zip(befores, modules, runs):
         label = f"verify {module.name}"
+        verdict = "error"
         try:
-            report = check_equivalence(before, module.to_text())
+            report = check_equivalence(before, module.to_text(), participants=participants,
+                                       device_assignments=(assignment, assignment))
         except Exception as exc:  # noqa: BLE001 - a check that cannot run is exit 2, as for `verify`
             print(f"{label}: error: internal error: {type(exc).__name__}: {one_line(exc)}", file=log)
             status = EXIT_INPUT_ERROR
         else:
             print(f"{label}: {report.summary()}", file=log)
-            status = report.exit_code
+            status, verdict = report.exit_code, report.status
             run.verify = {"status": report.status, "summary": report.summary(), "exit_code": report.exit_code,
                           "seed": report.seed, "runs": report.runs, "num_outputs": report.num_outputs,
-                          "num_replicas": report.num_replicas, "num_partitions": report.num_partitions}
+                          "num_replicas": report.num_replicas, "num_partitions": report.num_partitions,
+                          "participants_source": report.participants_source,
+                          "participants_detail": report.participants_detail,
+                          "judged_seeds": list(report.judged_seeds or ()),
+                          "baseline_reproduced": report.baseline_reproduced, "inputs": report.inputs}
         if status == EXIT_PASS_FAILED:
             return status, (f"{name}: error: --verify: module {module.name} computes different results "
                             "after the passes; nothing written")
+        if verdict == "cannot_judge":
+            return EXIT_INPUT_ERROR, (f"{name}: error: --verify: module {module.name}: cannot judge, its input "
+                                      "is no reference on XLA:CPU; nothing written")
         if status != EXIT_OK:
             return EXIT_INPUT_ERROR, (f"{name}: error: --verify: module {module.name} could not be run "
                                       "on XLA:CPU; nothing written")

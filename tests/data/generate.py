@@ -467,7 +467,41 @@ def training_loop() -> None:
     print(f"loss {float(value):.6f}, eval {float(compiled(ws, x)):.6f}; XLA dump in {_DUMP_DIR}")
 
 
+#: XLA:CPU's own dump of an optimized module, kept apart from the JAX modules above (its file
+#: name is the dump's, and it is a stage of compilation the passes are not meant for).
+CPU_DUMP = Path(__file__).resolve().parent / "xla_dump" / "module_0000.jit_train_step.cpu_after_optimizations.txt"
+
+
+def cpu_after_optimizations() -> str:
+    """An attention-style training step (softmax, grad, SGD update) compiled for XLA:CPU with
+    ``--xla_dump_to``: the ``*.cpu_after_optimizations.txt`` file XLA writes, with its fusions,
+    row-major bitcasts between shapes, backend configs and schedule."""
+    heads = 4
+
+    def loss(ws: tuple[jax.Array, jax.Array], x: jax.Array) -> jax.Array:
+        wq, wo = ws
+        q = jnp.einsum("bd,dhk->bhk", x, wq.reshape(D, heads, D // heads))
+        attention = jax.nn.softmax(jnp.einsum("bhk,chk->hbc", q, q), axis=-1)
+        mixed = jnp.einsum("hbc,chk->bhk", attention, q)
+        out = jnp.einsum("bhk,hkd->bd", mixed, wo.reshape(heads, D // heads, D))
+        return jnp.mean((out - x) ** 2)
+
+    def train_step(ws: tuple[jax.Array, jax.Array], x: jax.Array) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
+        value, grads = jax.value_and_grad(loss)(ws, x)
+        return (ws[0] - 0.1 * grads[0], ws[1] - 0.1 * grads[1]), value
+
+    cpu = jax.devices("cpu")[0]
+    ws = (_plain((D, D)), _plain((D, D)))
+    with tempfile.TemporaryDirectory() as dump_dir:
+        jax.jit(train_step, device=cpu).lower(ws, _plain((BATCH, D))).compile(
+            compiler_options={"xla_dump_to": dump_dir, "xla_dump_hlo_as_text": True})
+        (dumped,) = Path(dump_dir).glob("*.jit_train_step.cpu_after_optimizations.txt")
+        return dumped.read_text()
+
+
 def main() -> None:
+    CPU_DUMP.parent.mkdir(parents=True, exist_ok=True)
+    CPU_DUMP.write_text(cpu_after_optimizations())
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
         "generator": "tests/data/generate.py",

@@ -241,12 +241,15 @@ ENTRY main {
 def test_tuple_parameters_are_fed_leaf_by_leaf(oracle) -> None:
     """Every leaf of a tuple parameter gets its own seeded value (the module returns them; one
     device, so each value is the one fed to device 0)."""
-    from hlo_dedup.xla.execute import leaves, random_array
+    from hlo_dedup.xla.execute import integer_limit, leaves, random_array
 
     result = oracle.run_module(NESTED_TUPLE_PARAMETER)
     a, s, b, q = result.outputs
     shapes = oracle.program_shape(NESTED_TUPLE_PARAMETER).parameter_shapes()
-    fed = [random_array(leaf, 0, index, 0, path) for index, shape in enumerate(shapes) for path, leaf in leaves(shape)]
+    limit = integer_limit(leaf for shape in shapes for _, leaf in leaves(shape))
+    assert limit == 2  # integers in [0, 2): the smallest dimension of at least 2 (f32[2,2])
+    fed = [random_array(leaf, 0, index, 0, path, limit)
+           for index, shape in enumerate(shapes) for path, leaf in leaves(shape)]
     assert [x.tobytes() for x in (a, s, b, q)] == [x.tobytes() for x in fed]
     assert not np.array_equal(a, q)  # same shape, different parameters: different values
     again = oracle.run_module(NESTED_TUPLE_PARAMETER)

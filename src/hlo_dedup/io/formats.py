@@ -375,6 +375,20 @@ def module_texts_from_bytes(data: bytes, filename: str, *, format: str | None = 
     return [piece for _, piece in split_module_texts(text)]  # type: ignore[arg-type]
 
 
+def proto_device_assignment(data: bytes, filename: str, *, format: str | None = None) -> tuple[int, int] | None:
+    """(replicas, partitions) of the device assignment a binary proto's module carries (an
+    XLA dump's `.hlo.pb` does; its text print does not show it); None for anything else."""
+    if _input_format(data, filename, format) != "pb":
+        return None
+    from . import proto
+
+    try:
+        _, module = proto.locate_module(data)
+        return proto.device_assignment_counts(module)
+    except (proto.ProtoError, proto.ProtoSupportMissing):
+        return None
+
+
 def _input_format(data: bytes, filename: str, format: str | None) -> str:
     fmt = format or detect_format(filename, data)
     if fmt not in INPUT_FORMATS:

@@ -83,6 +83,14 @@ def _wire_classes() -> Any:
             FieldSpec("entry_computation_name", 2, string),
             FieldSpec("computations", 3, TYPE_MESSAGE, ".hlo_dedup.wire.ComputationProbe", repeated=True),
         ]),
+        # HloModuleProto.device_assignment = 15: the replicas x computations a dump ran on.
+        MessageSpec("DeviceAssignment", [
+            FieldSpec("replica_count", 1, TYPE_NUMBERS["int32"]),
+            FieldSpec("computation_count", 2, TYPE_NUMBERS["int32"]),
+        ]),
+        MessageSpec("ModuleDevices", [
+            FieldSpec("device_assignment", 15, TYPE_MESSAGE, ".hlo_dedup.wire.DeviceAssignment"),
+        ]),
     ]  # fmt: skip
     return MessageClasses(encode_file("hlo_dedup/wire.proto", "hlo_dedup.wire", messages, []), "hlo_dedup.wire")
 
@@ -102,6 +110,18 @@ def looks_like_module(data: bytes | memoryview) -> bool:
         return False
     probe = _decode(_wire_classes()["ModuleProbe"], data)
     return probe is not None and len(probe.computations) > 0 and all(c.name for c in probe.computations)
+
+
+def device_assignment_counts(module: bytes | memoryview) -> tuple[int, int] | None:
+    """(replicas, partitions) of a serialized HloModuleProto's device assignment, which XLA
+    writes into a dump's module (its printer shows it nowhere); None when it has none."""
+    found = _decode(_wire_classes()["ModuleDevices"], bytes(module))
+    if found is None or not found.HasField("device_assignment"):
+        return None
+    assignment = found.device_assignment
+    if assignment.replica_count < 1 or assignment.computation_count < 1:
+        return None
+    return assignment.replica_count, assignment.computation_count
 
 
 def _module_bytes_in(container: str, data: bytes) -> bytes | memoryview | None:

@@ -315,6 +315,16 @@ def _check_all_gather(module, comp, inst, shape, operands) -> None:  # type: ign
         return
     shard_count = -(-out_size // in_size)
     subgroup = _subgroup_size(module, comp, inst)
+    if subgroup == 1 and shard_count != 1 and _checked(comp, inst, lambda: inst.replica_groups).is_empty:
+        # XLA's verifier skips 1-participant gathers (counts left at their default); its shape
+        # inference gives them the operand's shape, and XLA:CPU leaves the rest unwritten.
+        raise _fail(
+            comp, inst,
+            f"all-gather over all participants (replica_groups={{}}) has result dimension {dim} {shard_count}x "
+            f"the operand's, but the header states no replica_count or num_partitions above 1, so it has 1 "
+            f"participant and XLA's shape inference gives it the operand's shape {_text(operand0)}; state the "
+            f"device count in the header (e.g. replica_count={shard_count})",
+        )  # fmt: skip
     if subgroup is not None and subgroup != 1 and shard_count != subgroup:
         raise _fail(
             comp, inst,

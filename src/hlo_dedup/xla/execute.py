@@ -6,6 +6,12 @@ while-loop state take tuples): the executable takes the leaves of its parameters
 depth-first order. A leaf's value depends only on the seed, the parameter's index, the
 leaf's position in it, its dtype and dimensions (and the device, for per-device programs), so
 two modules with the same entry signature get identical inputs.
+
+The values keep a typical training step finite (:data:`INPUTS`): floats are normals scaled by
+1/8 (a power of two, so a narrow type holds the same digits as at full scale; not for the 8-
+and 4-bit types whose smallest normal is above 2^-10, which would round most of them to 0), integers are
+drawn from [0, k), k the smallest dimension (of at least 2, and at most 8) of any entry
+parameter, so an integer used as an index or a loop bound stays in range.
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ from hlo_dedup.xla.oracle import parse_text
 # Passes that would re-partition text the SPMD partitioner already produced.
 _PARTITIONER_PASSES = "spmd-partitioning,sharding-propagation,shardy-xla"
 _ENTRY_NAME = re.compile(r"^ENTRY\s+%?([^\s(]+)", re.MULTILINE)
+_FLOAT_SCALE = 0.125
+_INT_LIMIT = 8
+#: How the inputs are drawn, as reports say it.
+INPUTS = (f"floats ~ N(0, 1) x {_FLOAT_SCALE:g} (x 1 for types with fewer than 10 exponent steps below 1, "
+          "such as f8e4m3fn and f4e2m1fn); integers uniform in [0, k), k the smallest entry-parameter "
+          f"dimension >= 2 (at most {_INT_LIMIT}); pred a fair coin")
 
 
 def leaves(shape: Any, path: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, ...], Any]]:
@@ -35,9 +47,17 @@ def leaves(shape: Any, path: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, 
         yield path, shape
 
 
-def random_array(shape: Any, seed: int, index: int, device: int | None, path: tuple[int, ...] = ()) -> np.ndarray:
+def integer_limit(shapes: Any) -> int:
+    """k of :data:`INPUTS` for these entry-parameter leaf shapes."""
+    dims = [d for shape in shapes if not shape.is_token() for d in shape.dimensions() if d >= 2]
+    return min([_INT_LIMIT, *dims])
+
+
+def random_array(shape: Any, seed: int, index: int, device: int | None, path: tuple[int, ...] = (),
+                 int_limit: int = _INT_LIMIT) -> np.ndarray:
     """Deterministic input for one leaf of entry parameter `index` (`device` None = the
-    global value); a parameter that is not a tuple has the empty `path`."""
+    global value); a parameter that is not a tuple has the empty `path`; integers are drawn
+    from [0, `int_limit`)."""
     where = f"{index}" + "".join(f".{i}" for i in path)
     if shape.is_token():
         raise XlaError(f"entry parameter {where} is a token; the oracle cannot feed tokens")
@@ -57,12 +77,12 @@ def random_array(shape: Any, seed: int, index: int, device: int | None, path: tu
     except ValueError:
         pass
     else:
-        return rng.integers(max(int(info.min), -8), min(int(info.max), 7) + 1, size=dims).astype(dtype)
+        return rng.integers(0, max(1, min(int(info.max) + 1, int_limit)), size=dims).astype(dtype)
     try:
         finfo = ml_dtypes.finfo(dtype)  # numpy floats and ml_dtypes bf16/f8/f4
     except ValueError:
         raise XlaError(f"entry parameter {where}: no random-input rule for {dtype}") from None
-    values = rng.standard_normal(dims)
+    values = rng.standard_normal(dims) * (_FLOAT_SCALE if float(finfo.tiny) <= _FLOAT_SCALE / 128 else 1.0)
     return (np.abs(values) if float(finfo.min) >= 0 else values).astype(dtype)
 
 
@@ -118,17 +138,19 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
     program = xc.XlaComputation(proto).program_shape()
     inputs = [(index, path, leaf) for index, shape in enumerate(program.parameter_shapes())
               for path, leaf in leaves(shape)]
+    int_limit = integer_limit(leaf for _, _, leaf in inputs)
     result_leaves = [leaf for _, leaf in leaves(program.result_shape())]
     replicated = GSPMDSharding.get_replicated(devices)
     args = []
     if spmd:
         shardings = executable.get_parameter_shardings()
         for (index, path, shape), sharding in zip(inputs, shardings):
-            value = random_array(shape, seed, index, None, path)
+            value = random_array(shape, seed, index, None, path, int_limit)
             args.append(jax.device_put(value, GSPMDSharding(devices, sharding)))
     else:
         for index, path, shape in inputs:
-            shards = [jax.device_put(random_array(shape, seed, index, d, path), dev) for d, dev in enumerate(devices)]
+            shards = [jax.device_put(random_array(shape, seed, index, d, path, int_limit), dev)
+                      for d, dev in enumerate(devices)]
             args.append(jax.make_array_from_single_device_arrays(tuple(shape.dimensions()), replicated, shards))
     try:
         per_output = executable.execute_sharded(args).disassemble_into_single_device_arrays()

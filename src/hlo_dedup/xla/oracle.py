@@ -32,6 +32,7 @@ __all__ = [
     "RunResult",
     "compare_results",
     "module_proto_to_text",
+    "non_finite",
     "parse_text",
     "program_shape",
     "run_module",
@@ -290,8 +291,29 @@ def _as_float(array: np.ndarray) -> np.ndarray:
     return array.astype(np.float64)
 
 
-def compare_results(a: RunResult, b: RunResult) -> Comparison:
-    """Bitwise comparison of two runs' outputs, reporting the first differing output's max abs/rel diff."""
+def _close(x: np.ndarray, y: np.ndarray, rtol: float, atol: float) -> bool:
+    """Within ``atol + rtol * |y|`` everywhere, NaN where the other is NaN (integers: equal)."""
+    if x.dtype.kind not in "fc" and not x.dtype.name.startswith(("bfloat", "float")):
+        return np.array_equal(_bits(x), _bits(y))
+    with np.errstate(all="ignore"):
+        return bool(np.allclose(_as_float(x), _as_float(y), rtol=rtol, atol=atol, equal_nan=True))
+
+
+def non_finite(result: RunResult) -> tuple[int, int, int] | None:
+    """(output index, non-finite elements, elements) of the first output holding a NaN or an infinity."""
+    for index, x in enumerate(result.outputs):
+        if x.dtype.kind not in "fc" and not x.dtype.name.startswith(("bfloat", "float")):
+            continue
+        with np.errstate(all="ignore"):
+            bad = int(np.count_nonzero(~np.isfinite(_as_float(x))))
+        if bad:
+            return index, bad, int(x.size)
+    return None
+
+
+def compare_results(a: RunResult, b: RunResult, rtol: float | None = None, atol: float | None = None) -> Comparison:
+    """Bitwise comparison of two runs' outputs, reporting the first differing output's max abs/rel diff;
+    with ``rtol``/``atol`` outputs that are that close count as equal (NaN positions must agree)."""
     if len(a.outputs) != len(b.outputs):
         return Comparison(False, message=f"{len(a.outputs)} outputs vs {len(b.outputs)}")
     for index, (x, y) in enumerate(zip(a.outputs, b.outputs)):
@@ -299,6 +321,8 @@ def compare_results(a: RunResult, b: RunResult) -> Comparison:
             mismatch = f"output {index}: {x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}"
             return Comparison(False, index, message=mismatch)
         if np.array_equal(_bits(x), _bits(y)):
+            continue
+        if (rtol is not None or atol is not None) and _close(x, y, rtol or 0.0, atol or 0.0):
             continue
         xf, yf = _as_float(x), _as_float(y)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
