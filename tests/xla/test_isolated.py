@@ -157,3 +157,42 @@ def test_a_crash_message_names_the_check() -> None:
     assert crash_message(1, traceback) == "XLA crashed (exit status 1): ImportError: no jax"
     assert crash_message(-9, "") == "XLA crashed (SIGKILL)"
     assert crash_message(-11, "") == "XLA crashed (SIGSEGV, a segmentation fault: e.g. a shape nested too deeply for XLA)"
+
+
+def test_the_xla_children_end_when_the_command_is_killed(xla_client) -> None:  # type: ignore[no-untyped-def]
+    import signal
+    import time
+
+    module = Path(__file__).resolve().parents[1] / "data" / "jax" / "fsdp_remat_grad.hlo"
+    command = subprocess.Popen([sys.executable, "-m", "hlo_dedup", "verify", str(module), str(module)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if stat[1] == str(command.pid) and stat[0] != "Z":
+                found.append(int(entry))
+        return found
+
+    deadline = time.monotonic() + 60
+    while not children() and time.monotonic() < deadline and command.poll() is None:
+        time.sleep(0.05)
+    started = children()
+    assert started, "verify started no XLA child"
+    os.kill(command.pid, signal.SIGKILL)  # no handler runs: only the children can notice
+    command.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 15
+    while any(map(alive, started)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(alive, started))

@@ -127,6 +127,9 @@ def _run(result_dir: str) -> None:
 
 
 def main(mode: str, arguments: list[str]) -> None:
+    from hlo_dedup.lifetime import exit_with_parent
+
+    exit_with_parent()  # a command killed outright leaves no compile running
     if mode == "serve":
         _serve()
     elif mode == "run":
