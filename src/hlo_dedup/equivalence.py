@@ -22,7 +22,8 @@ device layouts differ cannot be compared and are reported ``different``.
 Entry parameters that are tuples are fed leaf by leaf. Post-optimization text (after XLA's own
 pipeline or a GPU backend's: fusions with backend configs, ``is_scheduled=true``) is made
 runnable first: each fusion becomes a call of its fused computation, which computes the same,
-and the schedule is dropped, so XLA:CPU fuses and schedules the module again
+and the schedule is dropped, so XLA:CPU fuses and schedules the module again; mesh replica groups
+are spelled out as lists of devices, which survive the conversion a run goes through
 (:func:`cpu_runnable_text`).
 
 Statuses: ``equal`` (every output bitwise equal, NaN payloads and signed zeros included, for every
@@ -51,6 +52,7 @@ _CUSTOM_CALL = re.compile(r"custom call to (\S+?)(?: for |\s*$)")
 _NEURON_TARGET = re.compile(r"^(?:AwsNeuron|Neuron|__neuron|neuron)", re.IGNORECASE)
 _LAYOUT_BITCAST = "Unexpected bitcast operation seen during layout assignment"
 _SCHEDULED = re.compile(r",\s*is_scheduled=true\b")
+_MESH_GROUPS = "replica_groups=mesh["
 #: Attributes only a fusion has; the call that replaces it has none of them.
 _FUSION_ONLY = ("kind", "calls", "backend_config", "output_to_operand_aliasing")
 
@@ -153,16 +155,23 @@ def _clarify(message: str) -> str:
 
 
 def cpu_runnable_text(text: str) -> str:
-    """`text` as XLA:CPU can compile it from scratch.
+    """`text` as XLA:CPU can compile it from scratch, and run the collectives written in it.
 
     XLA:CPU runs its whole pipeline on what it is given. Post-optimization text carries what
     only the backend that wrote it reads: fusions, whose kind and backend config the CPU
     emitter rejects ("Fusion must have backend config", "Unsupported fusion kind"), and a
     schedule. A fusion computes what a call of its fused computation computes, so each becomes
     that call; the header's `is_scheduled=true` goes; XLA:CPU then fuses and schedules anew.
+
+    Mesh replica groups (`mesh['a'=4,'b'=2], device_ids=(...) {'a'}`) are spelled out as the
+    list of groups they stand for: the HLO -> StableHLO conversion a run goes through drops
+    their `device_ids`, and on the way back every group is read against one of the module's
+    meshes, so a module with several meshes would run collectives over other devices than
+    written (groups of one device under an eight-device all-gather read memory never written).
     Other text, and text hlo_dedup's reader rejects (XLA reports it), is returned as is.
     """
-    if " fusion(" not in text and "is_scheduled=true" not in text:
+    fused = " fusion(" in text or "is_scheduled=true" in text
+    if not fused and _MESH_GROUPS not in text:
         return text
     from hlo_dedup.text import parse_module
 
@@ -172,6 +181,9 @@ def cpu_runnable_text(text: str) -> str:
         return text
     for computation in module.computations:
         for instruction in computation.instructions:
+            groups = instruction.attr("replica_groups")
+            if groups is not None and groups.startswith("mesh["):
+                instruction.set_attr("replica_groups", _listed_groups(groups))
             if instruction.opcode != "fusion" or instruction.attr("calls") is None:
                 continue
             callee = instruction.attr("calls")
@@ -183,6 +195,13 @@ def cpu_runnable_text(text: str) -> str:
     header_end = lowered.find("\n")
     header = _SCHEDULED.sub("", lowered[:header_end])
     return header + lowered[header_end:]
+
+
+def _listed_groups(mesh_groups: str) -> str:
+    """`{{0,2,4,6},{1,3,5,7}}`: the groups a mesh `replica_groups` value stands for."""
+    from hlo_dedup.ir.replica_groups import ReplicaGroups, parse_replica_groups
+
+    return ReplicaGroups.from_groups(parse_replica_groups(mesh_groups).groups).to_text()
 
 
 def _entry_parameters(text: str) -> list[tuple[Any, str]]:
