@@ -12,10 +12,10 @@ and the first layer's weight tied to the output projection. It is compiled three
   psum over 'model'), under Shardy.
 
 Each is kept as XLA dumps it before optimizations, right after ``spmd-partitioning`` and
-after XLA:CPU's optimizations. The row-parallel weight is sharded ``P('model', 'data')``
-(mesh axes in the other order), so resharding its gradient makes the partitioner write
-``replica_groups=mesh[...], device_ids=(...) {...}``: groups over a mesh whose devices are
-not in iota order.
+after XLA:CPU's optimizations. The row-parallel weight is kept with its columns sharded over
+both axes, 'model' major (``P(None, ('model', 'data'))``), and resharded for use and back: the
+partitioner writes those collectives as ``replica_groups=mesh[...], device_ids=(...) {...}``,
+groups over a mesh whose devices are not in iota order.
 """
 
 from __future__ import annotations

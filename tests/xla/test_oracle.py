@@ -41,7 +41,8 @@ NOT_RUNNABLE = {
     "gspmd_post_opt.hlo": "Fusion must have backend config",
     "mesh2d_gspmd_post_opt.hlo": "does not have a layout",
     # The HLO -> StableHLO conversion reads every mesh replica group against one of the module's
-    # meshes; XLA's verifier then rejects the gathers whose groups it misread.
+    # meshes (XLA's verifier then rejects the collectives whose groups it misread), and its
+    # importer takes no mesh groups on an all-to-all.
     "gspmd_transformer_after_spmd.hlo": "shard_count == subgroup_size",
     "mesh2d_shardy_post_opt.hlo": "shard_count == subgroup_size",
     "mesh2d_shardmap_after_spmd.hlo": "must be dividable by split_count",
