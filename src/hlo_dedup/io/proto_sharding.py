@@ -326,8 +326,8 @@ def _iota_list_text(iota: Any) -> str:
 
 def _mesh_axes_text(proto: Any) -> str:
     mesh = proto.mesh
-    if mesh.device_ids or mesh.HasField("iota_transform") or not mesh.axes:
-        raise UnsupportedProto("MeshAxesReplicaGroupListProto.mesh", "meshes with explicit devices")
+    if not mesh.axes:
+        raise UnsupportedProto("MeshAxesReplicaGroupListProto.mesh", "meshes without axes")
     names = [a.name for a in mesh.axes]
     axes = []
     for ref in proto.axes:
@@ -338,4 +338,29 @@ def _mesh_axes_text(proto: Any) -> str:
             text += f":({ref.sub_axis_info.pre_size}){ref.sub_axis_info.size}"
         axes.append(text)
     mesh_text = "mesh[" + ",".join(f"'{a.name}'={a.size}" for a in mesh.axes) + "]"
-    return mesh_text + " {" + ",".join(axes) + "}"
+    return mesh_text + _mesh_devices_text(mesh) + " {" + ",".join(axes) + "}"
+
+
+def _mesh_devices_text(mesh: Any) -> str:
+    """``, device_ids=(...)`` of a mesh whose devices are not in iota order: an iota
+    transposed (``([4,2]T(1,0))``, canonical as XLA keeps it) or a list; nothing for iota order,
+    which XLA keeps as no field at all."""
+    if not mesh.device_ids and not mesh.HasField("iota_transform"):
+        return ""
+    if mesh.device_ids and mesh.HasField("iota_transform"):
+        raise InvalidProto("a mesh has both device_ids and an iota_transform")
+    size = math.prod(a.size for a in mesh.axes)
+    if mesh.HasField("iota_transform"):
+        iota = mesh.iota_transform
+        reshape, perm = canonical_iota(list(iota.reshape_dims), list(iota.transpose_perm))
+        if math.prod(reshape) != size or sorted(perm) != list(range(len(reshape))):
+            raise InvalidProto("a mesh's iota_transform does not cover its devices")
+        if perm == sorted(perm):  # XLA writes no transform for iota order, and prints none
+            raise UnsupportedProto("MeshProto.iota_transform", "an iota_transform in iota order")
+        return ", device_ids=(" + iota_array_text(reshape, perm) + ")"
+    ids = list(mesh.device_ids)
+    if sorted(ids) != list(range(size)):
+        raise InvalidProto("a mesh's device_ids are not its devices, each once")
+    if ids == sorted(ids):  # XLA's reader refuses (CHECK-fails on) a device list in iota order
+        raise UnsupportedProto("MeshProto.device_ids", "a device list in iota order")
+    return ", device_ids=(" + ",".join(map(str, ids)) + ")"
