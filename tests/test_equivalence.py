@@ -27,8 +27,10 @@ DATA = Path(__file__).resolve().parent / "data"
 JAX_DATA = DATA / "jax"
 HAZARDS = DATA / "hazards"
 HAZARD_FILES = sorted(HAZARDS.glob("*.hlo"))
-# XLA's own text from between two passes: its verifier rejects a mesh-grouped gather there.
-NOT_RUNNABLE = {"gspmd_transformer_after_spmd.hlo": "shard_count == subgroup_size"}
+# XLA:CPU's post-optimization text of the 2-D-mesh steps has layout bitcasts (s32[] of s32[1],
+# f32[32,1,2] of f32[32,2]) that lose their layouts on the way to XLA:CPU.
+NOT_RUNNABLE = {f"mesh2d_{program}_post_opt.hlo": "layout minor_to_major field contains"
+                for program in ("gspmd", "shardy", "shardmap")}
 JAX_MODULES = [p.name for p in sorted(JAX_DATA.glob("*.hlo"))]
 
 
@@ -70,7 +72,7 @@ def test_jax_corpus_exercises_folds(jax_reports: dict) -> None:
     """The equal verdicts above are about real rewrites: several modules do fold gathers."""
     folded = {name for name, (report, folds) in jax_reports.items() if folds}
     assert len(folded) >= 6, folded
-    assert all(jax_reports[name][0].equal for name in folded)
+    assert all(jax_reports[name][0].equal for name in folded - NOT_RUNNABLE.keys())
 
 
 # --- a wrong rewrite -----------------------------------------------------------------------------

@@ -32,7 +32,8 @@ device counts differ cannot be compared and are reported ``different``.
 Entry parameters that are tuples are fed leaf by leaf. Post-optimization text (after XLA's own
 pipeline or a GPU backend's: fusions with backend configs, ``is_scheduled=true``) is made
 runnable first: each fusion becomes a call of its fused computation, which computes the same,
-and the schedule is dropped, so XLA:CPU fuses and schedules the module again
+and the schedule is dropped, so XLA:CPU fuses and schedules the module again; mesh replica groups
+are spelled out as lists of devices, which survive the conversion a run goes through
 (:func:`cpu_runnable_text`).
 
 Statuses: ``equal`` (every output bitwise equal, NaN payloads and signed zeros included, for every
@@ -63,6 +64,7 @@ _CUSTOM_CALL = re.compile(r"custom call to (\S+?)(?: for |\s*$)")
 _NEURON_TARGET = re.compile(r"^(?:AwsNeuron|Neuron|__neuron|neuron)", re.IGNORECASE)
 _LAYOUT_BITCAST = "Unexpected bitcast operation seen during layout assignment"
 _SCHEDULED = re.compile(r",\s*is_scheduled=true\b")
+_MESH_GROUPS = "replica_groups=mesh["
 #: Attributes only a fusion has; the call that replaces it has none of them.
 _FUSION_ONLY = ("kind", "calls", "backend_config", "output_to_operand_aliasing")
 
@@ -183,7 +185,7 @@ def _clarify(message: str) -> str:
 
 
 def cpu_runnable_text(text: str) -> str:
-    """`text` as XLA:CPU can compile it from scratch.
+    """`text` as XLA:CPU can compile it from scratch, and run the collectives written in it.
 
     XLA:CPU runs its whole pipeline on what it is given. Post-optimization text carries what
     only the backend that wrote it reads: fusions, whose kind and backend config the CPU
@@ -195,9 +197,16 @@ def cpu_runnable_text(text: str) -> str:
     XLA's HLO-to-StableHLO import, which the run goes through, keeps a bitcast's layouts and
     pairs them with the wrong shape ("layout minor_to_major field contains 3 elements, but
     shape has 2 dimensions"). Other bitcasts stay, and XLA says why it cannot run them.
+
+    Mesh replica groups (`mesh['a'=4,'b'=2], device_ids=(...) {'a'}`) are spelled out as the
+    list of groups they stand for: the HLO -> StableHLO conversion a run goes through drops
+    their `device_ids`, and on the way back every group is read against one of the module's
+    meshes, so a module with several meshes would run collectives over other devices than
+    written (groups of one device under an eight-device all-gather read memory never written).
     Other text, and text hlo_dedup's reader rejects (XLA reports it), is returned as is.
     """
-    if " fusion(" not in text and "is_scheduled=true" not in text and " bitcast(" not in text:
+    if (" fusion(" not in text and "is_scheduled=true" not in text and " bitcast(" not in text
+            and _MESH_GROUPS not in text):
         return text
     from hlo_dedup.text import parse_module
 
@@ -210,6 +219,9 @@ def cpu_runnable_text(text: str) -> str:
             if instruction.opcode == "bitcast" and _reads_as_reshape(instruction):
                 instruction.opcode = "reshape"
                 instruction.mark_changed()
+            groups = instruction.attr("replica_groups")
+            if groups is not None and groups.startswith("mesh["):
+                instruction.set_attr("replica_groups", _listed_groups(groups))
             if instruction.opcode != "fusion" or instruction.attr("calls") is None:
                 continue
             callee = instruction.attr("calls")
@@ -237,6 +249,13 @@ def _reads_as_reshape(bitcast: Any) -> bool:
         return False
     return all(shape.layout is None or shape.layout.equality_key() == Layout.default(len(shape.dimensions)).equality_key()
                for shape in shapes)
+
+
+def _listed_groups(mesh_groups: str) -> str:
+    """`{{0,2,4,6},{1,3,5,7}}`: the groups a mesh `replica_groups` value stands for."""
+    from hlo_dedup.ir.replica_groups import ReplicaGroups, parse_replica_groups
+
+    return ReplicaGroups.from_groups(parse_replica_groups(mesh_groups).groups).to_text()
 
 
 def _entry_parameters(text: str) -> list[tuple[Any, str]]:

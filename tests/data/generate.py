@@ -3,7 +3,8 @@
 The dedup passes must be checked on what JAX actually emits (Shardy custom-calls, ``channel_id=1``
 on every gather, opt-barriers from remat, while bodies), not on hand-written text. Shapes and
 seeds are fixed so a re-run with the same jax version reproduces the files byte for byte.
-Needs the ``xla`` extra (jax/jaxlib).
+Needs the ``xla`` extra (jax/jaxlib). The 2-D-mesh training steps at every dump stage come from
+``generate_mesh2d.py`` beside this file.
 
 ``python tests/data/generate.py --xla-dump DIR`` instead runs a small sharded training loop
 with ``XLA_FLAGS=--xla_dump_to=DIR`` (text and proto, plus the dumps around XLA's SPMD
@@ -40,6 +41,8 @@ import numpy as np
 from jax import lax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
+
+import generate_mesh2d
 
 OUT_DIR = Path(__file__).resolve().parent / "jax"
 MAX_BYTES = 300_000
@@ -396,6 +399,10 @@ MODULES: dict[str, tuple[Callable[[], str], str]] = {
 
 STAGES = {"gspmd_post_opt": "post-optimization", "gspmd_after_spmd": "after spmd-partitioning",
           "gspmd_transformer_after_spmd": "after spmd-partitioning", "gspmd_remat_after_spmd": "after spmd-partitioning"}
+
+# The 2-D-mesh training steps, one module per program and dump stage (see generate_mesh2d.py).
+MODULES.update({name: (build, description) for name, (build, description, _) in generate_mesh2d.MODULES.items()})
+STAGES.update({name: stage for name, (_, _, stage) in generate_mesh2d.MODULES.items()})
 
 _COMPUTATION_HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _HEADER_INT = re.compile(r"\b(replica_count|num_partitions)=(\d+)")

@@ -177,6 +177,31 @@ def test_names_with_line_breaks_are_sanitized_as_xla_does(oracle) -> None:  # ty
     assert "%a_b" in ours and "%c_ " in ours
 
 
+MESH_MODULE = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  p = f32[8] parameter(0)
+  ROOT r = f32[8] all-reduce(p), channel_id=1, replica_groups=GROUPS, use_global_device_ids=true, to_apply=add
+}
+"""
+
+
+@pytest.mark.parametrize("groups", [
+    "mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'x'}",  # a list
+    "mesh['x'=2,'y'=2], device_ids=(3,2,1,0) {'y'}",
+    "mesh['a'=2,'b'=2,'c'=2], device_ids=([2,2,2]T(0,2,1)) {'a'}",  # a transposed iota
+    "mesh['x'=2,'y'=2], device_ids=([2,1,2]T(2,1,0)) {'y'}",  # XLA keeps it as [2,2]T(1,0)
+    "mesh['x'=2,'y'=2], device_ids=([4]) {'x'}",  # iota order: no field, no device_ids
+])
+def test_mesh_groups_with_device_ids_print_as_xla_prints_them(oracle, groups: str) -> None:  # type: ignore[no-untyped-def]
+    data = oracle.text_to_module_proto(MESH_MODULE.replace("GROUPS", groups))
+    assert proto.module_bytes_to_hlo_text(data) == oracle.module_proto_to_text(data)
+
+
 def _renumbered(data: bytes, local_id) -> bytes:  # type: ignore[no-untyped-def]
     """`data` with the k-th of n instructions of each computation given local id
     `local_id(k, n)` (the high half of its id kept), references and schedule following."""

@@ -472,6 +472,36 @@ EXPECTED_FOLDS = {
     # Partitioned GSPMD grad under remat: the backward re-gathers ws[1] and ws[0] through
     # get-tuple-element(opt-barrier(...)) (channel_id 3, 4) onto the forward's (1, 2).
     "gspmd_remat_after_spmd.hlo": 2,
+    # The 2-D-mesh training step (generate_mesh2d.py). Parameters: 0 w_down (kept [32,2] per
+    # device: columns over both axes), 1 w_in (tied), 2 w_up, 3 x, 4 y. No gather before
+    # partitioning in the jit programs: the partitioner writes them all.
+    "mesh2d_gspmd_before_optimizations.hlo": 0,
+    "mesh2d_shardy_before_optimizations.hlo": 0,
+    # Remat makes the backward pass gather again what the forward pass gathered, from
+    # get-tuple-element(opt-barrier(...)) of the same parameter: all-gather.6 and .7 re-gather
+    # w_up like all-gather.2 (.7 spells the same groups as mesh['axis_0'=4,'axis_1'=2]
+    # {'axis_0'}), .8 re-gathers w_down like .1 (both mesh groups with device_ids), .10 w_in
+    # like all-gather. The tied use of w_in gathers its transpose (all-gather.3, and .4/.5 in
+    # the backward pass, both on get-tuple-element.2): walks stop at the transpose, no fold.
+    "mesh2d_gspmd_after_spmd.hlo": 4,
+    # The same four under Shardy: .8/.9 re-gather w_up like .4, .10 w_down like .1, .14 w_in
+    # like all-gather. .13 gathers w_down over all eight devices (device_ids groups) into
+    # [32,16], which no forward gather does.
+    "mesh2d_shardy_after_spmd.hlo": 4,
+    # After XLA's optimizations the opt-barriers are gone and the re-gathers read the
+    # parameters: .10 repeats all-gather (w_in), .6 and .7 repeat .2 (w_up). The w_down
+    # gathers (.1/.8) and the tied transpose's (.3/.4/.5) read a copy fusion or a bitcast of
+    # one, where the walk stops.
+    "mesh2d_gspmd_post_opt.hlo": 3,
+    "mesh2d_shardy_post_opt.hlo": 3,  # .14 onto all-gather (w_in), .8 and .9 onto .4 (w_up)
+    # shard_map writes the gathers itself: the tied w_in is gathered for the first layer
+    # (all_gather.4) and again for the output projection (.7); the backward body does the same
+    # (.12 and .15, through two different remat opt-barriers).
+    "mesh2d_shardmap_before_optimizations.hlo": 2,
+    # Partitioning already merged the forward pair (all_gather.16 feeds both uses); in the
+    # backward body all_gather.23 still repeats .20 (w_in).
+    "mesh2d_shardmap_after_spmd.hlo": 1,
+    "mesh2d_shardmap_post_opt.hlo": 0,  # XLA's CSE merged the last pair
     # no collectives at all
     "conv.hlo": 0,
     "sort.hlo": 0,
@@ -480,8 +510,9 @@ EXPECTED_FOLDS = {
     "while_loop.hlo": 0,
 }
 
-# XLA:CPU cannot recompile its own post-optimization text (see tests/xla/test_oracle.py).
-NOT_RUNNABLE = {"gspmd_post_opt.hlo"}
+# XLA:CPU cannot run these even as `verify` makes text runnable: post-optimization text of
+# the 2-D-mesh step has layout bitcasts that lose their layouts on the way (tests/test_equivalence.py).
+NOT_RUNNABLE = {"mesh2d_gspmd_post_opt.hlo", "mesh2d_shardy_post_opt.hlo"}
 
 
 def test_expected_folds_cover_every_jax_module() -> None:
@@ -515,13 +546,15 @@ _EXEC = sorted(n for n in EXPECTED_FOLDS if n not in NOT_RUNNABLE and EXPECTED_F
 @pytest.mark.parametrize("name", _EXEC)
 def test_jax_module_executes_bitwise_equal(name: str, xla_client) -> None:
     # Modules with no fold come back byte-identical (test above), so running them twice would
-    # compare a text with itself; every module that changes is run before and after.
+    # compare a text with itself; every module that changes is run before and after, as
+    # `verify` runs them (mesh replica groups spelled out: see cpu_runnable_text).
+    from hlo_dedup.equivalence import cpu_runnable_text
     from hlo_dedup.xla.oracle import compare_results, run_module
 
     text, module, result = _run_jax(name)
     assert result.changed
-    before = run_module(text, seed=0)
-    after = run_module(module.to_text(), seed=0)
+    before = run_module(cpu_runnable_text(text), seed=0)
+    after = run_module(cpu_runnable_text(module.to_text()), seed=0)
     comparison = compare_results(before, after)
     assert comparison.equal, comparison.message
 
