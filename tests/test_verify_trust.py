@@ -199,5 +199,8 @@ def test_every_jax_module_verifies_against_itself() -> None:
     reports = check_equivalence_many([(p.read_text(), p.read_text()) for p in paths])
     verdicts = {p.name: (r.status, r.summary()) for p, r in zip(paths, reports)}
     assert not [name for name, (status, _) in verdicts.items() if status == "different"], verdicts
-    equal = [name for name, (status, _) in verdicts.items() if status == "equal"]
-    assert len(equal) >= len(paths) - 2, verdicts  # at most XLA's mid-pipeline text cannot run
+    # The rest is exit 2 with a reason: XLA:CPU's optimized text of the 2-D-mesh steps does not
+    # compile again on XLA:CPU.
+    unrunnable = {name for name, (status, _) in verdicts.items() if status != "equal"}
+    assert unrunnable <= {f"mesh2d_{p}_post_opt.hlo" for p in ("gspmd", "shardy", "shardmap")}, verdicts
+    assert all(verdicts[name][0] == "error" and "could not compile/run" in verdicts[name][1] for name in unrunnable)

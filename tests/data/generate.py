@@ -43,6 +43,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import generate_mesh2d
+from hlo_dedup.xla.stages import stage_text
 
 OUT_DIR = Path(__file__).resolve().parent / "jax"
 MAX_BYTES = 300_000
@@ -237,16 +238,7 @@ def gspmd_transformer_after_spmd() -> str:
     previous = jax.config.jax_use_shardy_partitioner
     jax.config.update("jax_use_shardy_partitioner", False)
     try:
-        with tempfile.TemporaryDirectory() as dump_dir:
-            jitted.lower(ws, _spec((BATCH, D), P("x", None), mesh)).compile(
-                compiler_options={
-                    "xla_dump_to": dump_dir,
-                    "xla_dump_hlo_pass_re": "spmd-partitioning",
-                    "xla_dump_hlo_as_text": True,
-                }
-            )
-            (after_spmd,) = Path(dump_dir).glob("*.after_spmd-partitioning.*.txt")
-            return after_spmd.read_text()
+        return stage_text(jitted.lower(ws, _spec((BATCH, D), P("x", None), mesh)), "after_spmd_partitioning")
     finally:
         jax.config.update("jax_use_shardy_partitioner", previous)
 
@@ -275,16 +267,8 @@ def gspmd_remat_after_spmd() -> str:
         return jnp.sum(x * x)
 
     jitted = jax.jit(jax.grad(loss), in_shardings=(row_sharded, row_sharded))
-    with tempfile.TemporaryDirectory() as dump_dir:
-        jitted.lower((_spec((D, D), P("x", None), mesh),) * 2, _spec((BATCH, D), P("x", None), mesh)).compile(
-            compiler_options={
-                "xla_dump_to": dump_dir,
-                "xla_dump_hlo_pass_re": "spmd-partitioning",
-                "xla_dump_hlo_as_text": True,
-            }
-        )
-        (after_spmd,) = Path(dump_dir).glob("*.after_spmd-partitioning.*.txt")
-        return after_spmd.read_text()
+    lowered = jitted.lower((_spec((D, D), P("x", None), mesh),) * 2, _spec((BATCH, D), P("x", None), mesh))
+    return stage_text(lowered, "after_spmd_partitioning")
 
 
 # --- non-collective programs ------------------------------------------------------------------

@@ -86,8 +86,13 @@ def random_array(shape: Any, seed: int, index: int, device: int | None, path: tu
     return (np.abs(values) if float(finfo.min) >= 0 else values).astype(dtype)
 
 
-def _compile(text: str, proto: bytes, replicas: int, partitions: int, already_partitioned: bool,
-             devices: tuple) -> Any:
+def compile_hlo(text: str, proto: bytes, replicas: int, partitions: int, devices: tuple, *,
+                disabled_passes: str = "", dump_to: str | None = None,
+                flags: tuple[tuple[str, Any], ...] = ()) -> Any:
+    """Compile a module (its text and proto) for XLA:CPU on `devices`: SPMD on where it has
+    partitions (Shardy where its text is Shardy's), `disabled_passes` off, XLA's dump to
+    `dump_to`, and `flags` (DebugOptions that jaxlib's binding has no field for) set as the
+    flags they are. XlaError with XLA's words if it cannot."""
     import jax
     import jaxlib
 
@@ -99,8 +104,12 @@ def _compile(text: str, proto: bytes, replicas: int, partitions: int, already_pa
     if partitions > 1:
         build.use_spmd_partitioning = True
         build.use_shardy_partitioner = "xla.sdy." in text
-        if already_partitioned:  # XLA:CPU wants SPMD on for num_partitions > 1; keep it from re-running
-            build.debug_options.xla_disable_hlo_passes = _PARTITIONER_PASSES
+    if disabled_passes:
+        build.debug_options.xla_disable_hlo_passes = disabled_passes
+    if dump_to is not None:
+        build.debug_options.xla_dump_to = dump_to
+    if flags:
+        options.env_option_overrides = list(flags)
     build.device_assignment = xc.DeviceAssignment.create(np.arange(replicas * partitions).reshape(replicas, partitions))
     try:
         mlir = jaxlib._jax.mlir.hlo_to_stablehlo(proto)
@@ -134,7 +143,9 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
     spmd = partitions > 1 and not already_partitioned
 
     proto = parse_text(text).as_serialized_hlo_module_proto()
-    executable = _compile(text, proto, replicas, partitions, already_partitioned, devices)
+    # XLA:CPU wants SPMD on for num_partitions > 1; a partitioned module must not be partitioned again.
+    disabled = _PARTITIONER_PASSES if partitions > 1 and already_partitioned else ""
+    executable = compile_hlo(text, proto, replicas, partitions, devices, disabled_passes=disabled)
     program = xc.XlaComputation(proto).program_shape()
     inputs = [(index, path, leaf) for index, shape in enumerate(program.parameter_shapes())
               for path, leaf in leaves(shape)]

@@ -78,36 +78,17 @@ def measure(hlo_text: str, spmd: bool | None = None) -> dict[str, Any]:
 
 def _compile(hlo_text: str, replicas: int, partitions: int, disabled_passes: str, dump_dir: str) -> None:
     import jax
-    import jaxlib
-    import numpy as np
-    from jax._src.lib import xla_client as xc
 
+    from hlo_dedup.xla.execute import compile_hlo
     from hlo_dedup.xla.oracle import parse_text
 
     num_devices = replicas * partitions
     if jax.device_count() < num_devices:
         raise XlaError(f"module needs {num_devices} devices, XLA:CPU has {jax.device_count()}")
-    options = xc.CompileOptions()
-    build = options.executable_build_options
-    for target in (options, build):
-        target.num_replicas = replicas
-        target.num_partitions = partitions
-    if partitions > 1:
-        build.use_spmd_partitioning = True
-        build.use_shardy_partitioner = "xla.sdy." in hlo_text
-    debug = build.debug_options
-    debug.xla_disable_hlo_passes = disabled_passes
-    debug.xla_dump_to = dump_dir
-    # Not a field of jaxlib's DebugOptions binding: set as the flag it is.
-    options.env_option_overrides = [("xla_cpu_enable_concurrency_optimized_scheduler", False)]
-    build.device_assignment = xc.DeviceAssignment.create(np.arange(num_devices).reshape(replicas, partitions))
     proto = parse_text(hlo_text).as_serialized_hlo_module_proto()
-    try:
-        mlir = jaxlib._jax.mlir.hlo_to_stablehlo(proto)
-        backend = jax._src.xla_bridge.get_backend("cpu")
-        backend.compile_and_load(mlir, xc.DeviceList(tuple(jax.devices()[:num_devices])), options)
-    except Exception as exc:  # noqa: BLE001 - XLA's compile errors, with its words
-        raise XlaError(str(exc)) from None
+    compile_hlo(hlo_text, proto, replicas, partitions, tuple(jax.devices()[:num_devices]),
+                disabled_passes=disabled_passes, dump_to=dump_dir,
+                flags=(("xla_cpu_enable_concurrency_optimized_scheduler", False),))
 
 
 def _owners(scheduled_text: str) -> dict[str, str]:
