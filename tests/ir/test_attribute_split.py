@@ -126,6 +126,8 @@ def test_a_mesh_keeps_its_device_ids_in_both_splits(ids: str) -> None:
 
 
 def test_device_ids_after_another_attribute_is_left_to_the_careful_scanner() -> None:
+    assert split_printed(", dimensions=0, replica_groups=, device_ids=") is None  # no groups before the ids
+    assert careful(", dimensions=0, replica_groups=, device_ids=") is None
     text = ", dimensions={0}, device_ids=(0,1)"
     assert split_printed(text) is None
     assert careful(text) == [("dimensions", "{0}"), ("device_ids", "(0,1)")]

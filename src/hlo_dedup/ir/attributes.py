@@ -153,9 +153,10 @@ _PRINTED_ATTRIBUTE: dict[int, re.Pattern[str]] = {}
 _PIECES: dict[str, tuple[tuple[str, str], ...] | None] = {}
 _METADATA_KEY = ", metadata="
 #: A leading attribute whose value is one plain word (`, channel_id=7`, `, calls=%f.3`): the
-#: printed-form pattern reads it as exactly this value, since no value goes on past `, `.
+#: printed-form pattern reads it as exactly this value, since no value goes on past `, `
+#: (but a mesh's `, device_ids=`, which is left to the pattern).
 _PLAIN_ATTRIBUTE = re.compile(
-    r", ([A-Za-z_][A-Za-z0-9_.\-]*+)=(%?[A-Za-z0-9_.\-]++)(?=, [A-Za-z_][A-Za-z0-9_.\-]*+=(?!=)|\Z)"
+    r", ([A-Za-z_][A-Za-z0-9_.\-]*+)=(%?[A-Za-z0-9_.\-]++)(?=, (?!device_ids=)[A-Za-z_][A-Za-z0-9_.\-]*+=(?!=)|\Z)"
 )
 
 
@@ -232,7 +233,7 @@ def _tile(text: str, depth: int) -> tuple[tuple[str, str], ...] | object | None:
         # A later word ROOT ends a value; a raw-JSON backend config treats `'` as text;
         # only a mesh `replica_groups` goes on past `, device_ids=`.
         if "ROOT" in value or ("'" in value and key == "backend_config") or (
-                key != "replica_groups" and _MESH_IDS_PART in value):
+                _MESH_IDS_PART in value and (key != "replica_groups" or value.startswith(","))):
             return None
         out.append((key, value))
         pos = m.end()
