@@ -196,3 +196,16 @@ def test_the_xla_children_end_when_the_command_is_killed(xla_client) -> None:  #
     while any(map(alive, started)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(map(alive, started))
+
+
+def test_a_module_asking_for_more_devices_than_the_cpu_runs_is_one_line(tmp_path: Path, xla_client) -> None:  # type: ignore[no-untyped-def]
+    from hlo_dedup.xla import MAX_CPU_DEVICES
+
+    module = tmp_path / "many.hlo"
+    module.write_text(f"HloModule m, replica_count={MAX_CPU_DEVICES * 1024}\nENTRY e {{\n  p = f32[2]{{0}} parameter(0)\n"
+                      "  ROOT n = f32[2]{0} negate(p)\n}\n")
+    for argv in (["verify", str(module), str(module)], [str(module), "--price=xla", "-o", str(tmp_path / "o.hlo")]):
+        done = subprocess.run([sys.executable, "-m", "hlo_dedup", *argv], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.splitlines()[-1:]
+        assert f"the module needs {MAX_CPU_DEVICES * 1024} devices; XLA:CPU runs at most {MAX_CPU_DEVICES}" in line

@@ -10,6 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 INSTALL_HINT = "pip install 'hlo-dedup[xla]'"
+#: The most virtual XLA:CPU devices a module may ask for: each is a thread and its buffers
+#: (a module asking for 262,144 took 12 GB and minutes before failing).
+MAX_CPU_DEVICES = 256
+
+
+def too_many_devices(needed: int) -> str | None:
+    """Why a module that needs `needed` devices cannot run here, or None if it can."""
+    if needed <= MAX_CPU_DEVICES:
+        return None
+    return (f"the module needs {needed} devices; XLA:CPU runs at most {MAX_CPU_DEVICES} virtual devices "
+            "here (state fewer with --replicas/--partitions if the module allows)")
 
 __all__ = [
     "Comparison",

@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hlo_dedup.xla import XlaError, XlaUnavailableError
+from hlo_dedup.xla import XlaError, XlaUnavailableError, too_many_devices
 
 __all__ = [
     "child_command",
@@ -206,4 +206,7 @@ def xla_memory(hlo_text: str, spmd: bool | None = None) -> dict[str, Any]:
     """XLA:CPU's memory figures for the module (`hlo_dedup.xla.memory.measure`), in a child
     with the devices the module needs."""
     devices = _call("device_count", hlo_text, devices=_MEMORY_DEVICES)
+    refused = too_many_devices(devices)
+    if refused is not None:
+        raise XlaError(refused)
     return _call("xla_memory", hlo_text, spmd, devices=devices)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hlo_dedup.xla import XlaError, XlaUnavailableError
+from hlo_dedup.xla import XlaError, XlaUnavailableError, too_many_devices
 
 try:
     import numpy as np
@@ -222,11 +222,17 @@ def run_modules(
     applies per job.
     """
     layouts = [device_layout(text, num_devices) for text, _ in jobs]
-    devices = max((r * p for r, p in layouts), default=1)
-    outcomes: list[RunResult | XlaError] = []
-    while len(outcomes) < len(jobs):
-        done = len(outcomes)
-        outcomes.extend(_run_in_child(jobs[done:], layouts[done:], devices, spmd, timeout))
+    refusals = [too_many_devices(r * p) for r, p in layouts]
+    runnable = [i for i, refused in enumerate(refusals) if refused is None]
+    devices = max((layouts[i][0] * layouts[i][1] for i in runnable), default=1)
+    ran: list[RunResult | XlaError] = []
+    while len(ran) < len(runnable):
+        done = len(ran)
+        ran.extend(_run_in_child([jobs[i] for i in runnable[done:]], [layouts[i] for i in runnable[done:]],
+                                 devices, spmd, timeout))
+    outcomes: list[RunResult | XlaError] = [XlaError(r) if r is not None else XlaError("") for r in refusals]
+    for i, outcome in zip(runnable, ran):
+        outcomes[i] = outcome
     return outcomes
 
 
