@@ -79,6 +79,8 @@ _EXPENSIVE = frozenset(
     logistic reduce gather""".split()
 )
 _MAX_CONCATENATE_OPERANDS = 8
+# Every opcode `is_expensive` may say True of: the others are cheap without a look at shapes.
+_MAYBE_EXPENSIVE = _EXPENSIVE | frozenset("divide remainder convert abs sign cos sin tan".split())
 
 
 def is_expensive(inst: HloInstruction) -> bool:
@@ -164,7 +166,7 @@ def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -
             if (inst.shape.is_tuple if text is None else text.startswith("(")):
                 continue
             try:
-                expensive = is_expensive(inst)
+                expensive = op in _MAYBE_EXPENSIVE and is_expensive(inst)
             except (ValueError, IndexError, AttributeError):
                 continue
             if expensive and (count > 1 or u.operands.count(inst) > 1 or u.opcode == "broadcast"):
