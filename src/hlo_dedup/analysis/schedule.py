@@ -96,7 +96,12 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
             defined[p] = sum([b.size for b in own if b not in static])
         mine = {}
         for o in operands:
-            for b in leaves.get(o, (o,)):
+            found = leaves.get(o)
+            if found is None:  # a plain definer: its own buffer
+                if o not in kept:
+                    mine[o] = None
+                continue
+            for b in found:
                 if b not in kept:
                     mine[b] = None
         reads[p] = mine = tuple(mine)
@@ -139,8 +144,8 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
             done[p] = True
             order.append(insts[p])
             for q in successors[p]:
-                waiting[q] -= 1
-                if not waiting[q]:
+                left = waiting[q] = waiting[q] - 1
+                if not left:
                     now.append(q)
         if not heap:
             break
@@ -163,8 +168,8 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
                 if ready[last]:
                     heappush(heap, (defined[last] - freed[last], -insts[last].user_count, last))
         for q in successors[p]:
-            waiting[q] -= 1
-            if not waiting[q]:
+            left = waiting[q] = waiting[q] - 1
+            if not left:
                 now.append(q)
     if len(order) != n:
         raise ValueError(f"{model.computation.name}: the operand graph has a cycle")
