@@ -88,6 +88,33 @@ def test_dead_operand_chain_of_the_removed_instruction_is_freed() -> None:
     assert (price.peak_bytes_before, price.peak_bytes_after) == (200, 136)
 
 
+# g2 folds onto g1; then the readers of both fold onto r0: g1's value (and n, which only
+# g1 reads) stays live while any reader of g1 or of g2 is left.
+READERS_OF_FOLDED_VALUES = f"""\
+  w = f32[2]{{0}} parameter(0)
+  r0 = f32[16]{{0}} all-gather(w), {GROUPS}
+  n = f32[2]{{0}} negate(w)
+  g1 = f32[16]{{0}} all-gather(n), {GROUPS}
+  m = f32[2]{{0}} negate(w)
+  g2 = f32[16]{{0}} all-gather(m), {GROUPS}
+  r1 = f32[16]{{0}} negate(g1)
+  r2 = f32[16]{{0}} negate(g2)
+  ROOT t = (f32[16]{{0}}, f32[16]{{0}}, f32[16]{{0}}) tuple(r0, r1, r2)
+"""
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_a_kept_value_dies_with_the_last_reader_of_any_value_folded_into_it(count: int) -> None:
+    folds = [("main", "g1", "g2"), ("main", "r0", "r1"), ("main", "r0", "r2")][:count]
+    pricer = FoldPricer(_module(READERS_OF_FOLDED_VALUES))
+    for fold in folds:
+        pricer.apply(*fold)
+    after = _module(READERS_OF_FOLDED_VALUES)
+    _apply_to_module(after, folds)
+    _assert_model_matches(pricer, after)
+    assert ("g1" in [i.name for i in after.entry.instructions]) == (count < 3)
+
+
 def test_collectives_stay_without_spmd_and_hold_their_buffer_only_where_defined() -> None:
     pricer = FoldPricer(_module(ACROSS_PEAK), spmd=False)
     pricer.apply("main", "g1", "g2")

@@ -194,8 +194,8 @@ class FoldPricer:
                 extension = grown
             self.set_item(forward, rb, kb)
             self.append(state.merged(kb), rb)
+        state.absorb(k, r)
         self.set_item(state.replaced, r, k)
-        self.append(state.absorbed_by(k), r)
         if state.root is r:
             self.set_attr(state, "root", k)
         if self.spmd or r.opcode not in _COLLECTIVES:  # the pass's DCE deletes R
@@ -288,7 +288,9 @@ class _State:
         self.forward: dict[Buffer, Buffer] = {}  # a removed buffer -> the kept one
         self._merged: dict[Buffer, list[Buffer]] = {}  # a kept buffer -> removed ones
         self.replaced: dict[HloInstruction, HloInstruction] = {}  # removed -> kept
-        self._absorbed: dict[HloInstruction, list[HloInstruction]] = {}  # kept -> removed
+        # Per kept instruction, once it differs from its user count: the readers not deleted
+        # of its value and of every value folded into it (one per reader and value read).
+        self._readers: dict[HloInstruction, int] = {}
         self.deleted: set[HloInstruction] = set()
         self.freed: set[Buffer] = set()
         self.root = cl.computation.root
@@ -345,11 +347,22 @@ class _State:
             found = self._merged[b] = []
         return found
 
-    def absorbed_by(self, inst: HloInstruction) -> list[HloInstruction]:
-        found = self._absorbed.get(inst)
-        if found is None:
-            found = self._absorbed[inst] = []
-        return found
+    def kept(self, inst: HloInstruction) -> HloInstruction:
+        """The instruction whose value `inst`'s value is now (itself unless folded away)."""
+        replaced = self.replaced
+        while inst in replaced:
+            inst = replaced[inst]
+        return inst
+
+    def readers(self, inst: HloInstruction) -> int:
+        """Readers not deleted of a kept instruction's value and the values folded into it."""
+        found = self._readers.get(inst)
+        return inst.user_count if found is None else found
+
+    def absorb(self, k: HloInstruction, r: HloInstruction) -> None:
+        """`r`'s readers now read `k`'s value."""
+        k = self.kept(k)
+        self.pricer.set_item(self._readers, k, self.readers(k) + self.readers(r))
 
     def start(self, b: Buffer) -> int:
         return self.cl.start_of(b)
@@ -440,10 +453,12 @@ class _State:
     def delete(self, inst: HloInstruction) -> None:
         """Delete `inst` and then every operand left without a reader (HloDCE)."""
         pricer, cl, deleted, forward, freed = self.pricer, self.cl, self.deleted, self.forward, self.freed
-        static, replaced = cl.static, self.replaced
+        static, readers = cl.static, self._readers
         stack = [inst]
         while stack:
             d = stack.pop()
+            if d in deleted:
+                continue
             pricer.add(deleted, d)
             for b in cl.own_buffers(d):
                 if b not in forward:
@@ -453,24 +468,15 @@ class _State:
                 if b not in freed and b not in static and self.end(b) == p:
                     self.set_end(b, self.last_reader(b))
             operands = {}
-            for o in d.operands:
-                while o in replaced:  # what a removed operand stands for now
-                    o = replaced[o]
+            for o in dict.fromkeys(d.operands):  # d was one reader of each value it read
+                o = self.kept(o)  # what a removed operand stands for now
+                pricer.set_item(readers, o, self.readers(o) - 1)
                 operands[o] = None
             for o in operands:
-                if o not in deleted and o is not self.root and pricer.removable(o) and not self.alive(o):
+                if o not in deleted and o is not self.root and pricer.removable(o) and not readers[o]:
                     stack.append(o)
 
     # ---------------------------------------------------------------- readers
-    def alive(self, inst: HloInstruction) -> bool:
-        """Some instruction not deleted still reads `inst`'s value (or a value folded into it)."""
-        pending = [inst]
-        while pending:
-            x = pending.pop()
-            if not self.deleted.issuperset(x.iter_users()):
-                return True
-            pending.extend(self._absorbed.get(x, ()))
-        return False
 
     def last_reader(self, b: Buffer) -> int:
         """The last program point reading `b` now: its readers through every instruction

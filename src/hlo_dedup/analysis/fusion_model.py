@@ -79,6 +79,8 @@ _EXPENSIVE = frozenset(
     logistic reduce gather""".split()
 )
 _MAX_CONCATENATE_OPERANDS = 8
+# Every opcode `is_expensive` may say True of: the others are cheap without a look at shapes.
+_MAYBE_EXPENSIVE = _EXPENSIVE | frozenset("divide remainder convert abs sign cos sin tan".split())
 
 
 def is_expensive(inst: HloInstruction) -> bool:
@@ -133,9 +135,10 @@ def _layout_bitcast(inst: HloInstruction) -> bool:
         return False
 
 
-def _fusible_consumer(user: HloInstruction) -> bool:
-    """A loop-fusible user takes a producer unless it is a long concatenate."""
-    return user.opcode != "concatenate" or len(user.operands) <= _MAX_CONCATENATE_OPERANDS
+def _dot_operand(inst: HloInstruction) -> bool:
+    """A transpose read only by dots, which fold it into their dimension numbers: a
+    bitcast, and no consumer a producer fuses into."""
+    return inst.opcode == "transpose" and inst.user_count > 0 and all(u.opcode == "dot" for u in inst.iter_users())
 
 
 def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -> dict[HloInstruction, int]:
@@ -143,38 +146,35 @@ def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -
     before its users) that a compiler gives no buffer of its own; the others allocate."""
     root = computation.root
     relabels: list[HloInstruction] = []  # reshapes and transposes: bitcasts under their layouts?
-    folded: set[HloInstruction] = set()  # transposes a dot absorbs: not consumers a producer fuses into
-    for inst in order:
-        op = inst.opcode
-        if op == "reshape" or op == "transpose":
-            relabels.append(inst)
-            if op == "transpose" and inst.user_count and all(u.opcode == "dot" for u in inst.iter_users()):
-                folded.add(inst)
     fused: set[HloInstruction] = set()
     for inst in order:  # each decision reads only the instruction and its users' opcodes
         op = inst.opcode
+        if op == "transpose" or op == "reshape":
+            relabels.append(inst)
         if op not in LOOP_FUSIBLE or inst is root:
             continue
-        users = inst.users
-        if not users or (op == "concatenate" and len(inst.operands) > _MAX_CONCATENATE_OPERANDS):
+        count = inst.user_count
+        if not count or (op == "concatenate" and len(inst.operands) > _MAX_CONCATENATE_OPERANDS):
             continue
-        for u in users:
-            if u.opcode not in LOOP_FUSIBLE or u in folded or not _fusible_consumer(u):
+        for u in inst.iter_users():
+            use = u.opcode
+            if use not in LOOP_FUSIBLE or (use == "concatenate" and len(u.operands) > _MAX_CONCATENATE_OPERANDS) \
+                    or (use == "transpose" and _dot_operand(u)):
                 break
         else:
             text = inst.shape_text  # read, not decoded: most shapes are never decoded
             if (inst.shape.is_tuple if text is None else text.startswith("(")):
                 continue
             try:
-                expensive = is_expensive(inst)
+                expensive = op in _MAYBE_EXPENSIVE and is_expensive(inst)
             except (ValueError, IndexError, AttributeError):
                 continue
-            if expensive and (len(users) > 1 or users[0].operands.count(inst) > 1 or users[0].opcode == "broadcast"):
-                continue
+            if expensive and (count > 1 or u.operands.count(inst) > 1 or u.opcode == "broadcast"):
+                continue  # read more than once (`u` is the one user), or re-read by a broadcast
             fused.add(inst)
     out: dict[HloInstruction, int] = dict.fromkeys(fused, FUSED)
     for inst in relabels:  # a transpose's permutation is decoded only if it matters
         if inst not in fused and inst.operands and inst.operands[0] not in fused \
-                and (inst in folded or _layout_bitcast(inst)):
+                and (_dot_operand(inst) or _layout_bitcast(inst)):
             out[inst] = BITCAST
     return out

@@ -25,7 +25,6 @@ the priority (XLA adds them; a computation with folds rarely has large callees).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
@@ -63,6 +62,7 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
     static = model.static
     root = model.computation.root
     held = set(model.leaves_of(root)) if root is not None else set()
+    kept = static | held  # never freed: not read here
     leaves = model.leaves
     defines = model.defines
     sizes = model.sizes
@@ -96,8 +96,13 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
             defined[p] = sum([b.size for b in own if b not in static])
         mine = {}
         for o in operands:
-            for b in leaves.get(o, (o,)):
-                if b not in static and b not in held:
+            found = leaves.get(o)
+            if found is None:  # a plain definer: its own buffer
+                if o not in kept:
+                    mine[o] = None
+                continue
+            for b in found:
+                if b not in kept:
                     mine[b] = None
         reads[p] = mine = tuple(mine)
         for b in mine:
@@ -107,15 +112,13 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
             else:
                 found.append(p)
 
-    def size_of(b: Buffer) -> int:
-        return b.size if type(b) is Leaf else sizes[position[b]]
-
+    size_of = {b: b.size if type(b) is Leaf else sizes[position[b]] for b in readers}
     counts = {b: len(r) for b, r in readers.items()}
     remaining = dict(counts)
     freed = [0] * n  # bytes of the buffers each instruction is the last unscheduled reader of
     for b, r in readers.items():
         if len(r) == 1:
-            freed[r[0]] += size_of(b)
+            freed[r[0]] += size_of[b]
     dead = [0] * n  # bytes an instruction defines that nothing reads: gone after it
     for p, size in enumerate(defined):
         if size:
@@ -141,8 +144,8 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
             done[p] = True
             order.append(insts[p])
             for q in successors[p]:
-                waiting[q] -= 1
-                if not waiting[q]:
+                left = waiting[q] = waiting[q] - 1
+                if not left:
                     now.append(q)
         if not heap:
             break
@@ -158,15 +161,15 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
         for b in reads[p]:
             left = remaining[b] = remaining[b] - 1
             if not left:
-                live -= size_of(b)
+                live -= size_of[b]
             elif left == 1:  # the last unscheduled reader now frees it
                 last = next(q for q in readers[b] if not done[q])
-                freed[last] += size_of(b)
+                freed[last] += size_of[b]
                 if ready[last]:
                     heappush(heap, (defined[last] - freed[last], -insts[last].user_count, last))
         for q in successors[p]:
-            waiting[q] -= 1
-            if not waiting[q]:
+            left = waiting[q] = waiting[q] - 1
+            if not left:
                 now.append(q)
     if len(order) != n:
         raise ValueError(f"{model.computation.name}: the operand graph has a cycle")
@@ -174,7 +177,7 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
 
 
 def _text_peak(reads: list[tuple[Buffer, ...]], counts: dict[Buffer, int], defined: list[int], dead: list[int],
-               size_of: Callable[[Buffer], int]) -> int:
+               size_of: dict[Buffer, int]) -> int:
     """The peak `list_schedule` measures, under the text order."""
     remaining = dict(counts)
     live = peak = 0
@@ -186,5 +189,5 @@ def _text_peak(reads: list[tuple[Buffer, ...]], counts: dict[Buffer, int], defin
         for b in mine:
             left = remaining[b] = remaining[b] - 1
             if not left:
-                live -= size_of(b)
+                live -= size_of[b]
     return peak
