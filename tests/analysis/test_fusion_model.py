@@ -130,3 +130,23 @@ def test_a_scheduled_module_is_priced_as_written() -> None:
     assert not live.compiler_model
     assert live.peak_bytes == _peaks(module)[1]
     assert live.computation(module.entry).schedule == "module's schedule"
+
+
+def test_a_fused_group_stops_growing_at_its_read_limit() -> None:
+    # s_i = add(s_{i-1}, negate(g_i)): every link fuses into the next, so one group would read
+    # every gather; it stops at MAX_FUSED_READS and starts a group of its own, which keeps
+    # the buffer lists (and the time to make them) linear in the chain.
+    from hlo_dedup.analysis.fusion_model import FUSED, MAX_FUSED_READS, compiler_aliases
+
+    n = 3 * MAX_FUSED_READS
+    lines = ["HloModule m, replica_count=2", "ENTRY e {", "  p = f32[4]{0} parameter(0)", "  s0 = f32[4]{0} negate(p)"]
+    for i in range(1, n + 1):
+        lines += [f"  q{i} = f32[4]{{0}} parameter({i})", f"  n{i} = f32[4]{{0}} negate(q{i})",
+                  f"  s{i} = f32[4]{{0}} add(s{i - 1}, n{i})"]
+    lines += [f"  ROOT r = f32[4]{{0}} copy(s{n})", "}"]
+    module = hlo_dedup.parse_module("\n".join(lines) + "\n")
+    comp = module.entry
+    decided = compiler_aliases(comp, comp.instructions)
+    roots = [i for i in range(1, n + 1) if decided.get(comp.get_instruction(f"s{i}")) != FUSED]
+    assert roots and all(b - a <= MAX_FUSED_READS for a, b in zip([0, *roots], roots))
+    assert all(decided.get(comp.get_instruction(f"n{i}")) == FUSED for i in range(1, n + 1))

@@ -36,9 +36,11 @@ consumer; XLA's instruction fusion as ``cpu_instruction_fusion.cc`` decides it)
     fuses: it is the result. The root of each fused group (the first instruction down a
     chain that does not fuse) owns the one buffer of the group.
 
-Not modelled: output fusion of matrix-vector dots, in-place ``dynamic-update-slice``,
-the copies layout assignment adds, multi-output fusion, and the limits on fusion size
-and code duplication; constants and parameters stay static (see `buffers`).
+A fused group reads at most `MAX_FUSED_READS` buffers: the producer that would make it
+read more is the root of a group of its own. Not modelled: output fusion of
+matrix-vector dots, in-place ``dynamic-update-slice``, the copies layout assignment adds,
+multi-output fusion, and XLA's own limits on fusion size and code duplication; constants
+and parameters stay static (see `buffers`).
 
 Agreement: with the schedule of `schedule`, a fold's predicted change of the peak on
 JAX programs before optimizations (FSDP layers under ``jax.checkpoint``, a weight tied
@@ -79,6 +81,10 @@ _EXPENSIVE = frozenset(
     logistic reduce gather""".split()
 )
 _MAX_CONCATENATE_OPERANDS = 8
+#: The most buffers one fused group reads (counted with repeats): XLA bounds a fusion's
+#: operands too (its GPU fusion at 96 operands and outputs), and an unbounded group made
+#: the buffer lists of a long elementwise chain quadratic.
+MAX_FUSED_READS = 96
 # Every opcode `is_expensive` may say True of: the others are cheap without a look at shapes.
 _MAYBE_EXPENSIVE = _EXPENSIVE | frozenset("divide remainder convert abs sign cos sin tan".split())
 
@@ -147,6 +153,7 @@ def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -
     root = computation.root
     relabels: list[HloInstruction] = []  # reshapes and transposes: bitcasts under their layouts?
     fused: set[HloInstruction] = set()
+    reads: dict[HloInstruction, int] = {}  # a fused instruction: the buffers its group reads, at most
     for inst in order:  # each decision reads only the instruction and its users' opcodes
         op = inst.opcode
         if op == "transpose" or op == "reshape":
@@ -171,6 +178,10 @@ def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -
                 continue
             if expensive and (count > 1 or u.operands.count(inst) > 1 or u.opcode == "broadcast"):
                 continue  # read more than once (`u` is the one user), or re-read by a broadcast
+            read = sum([reads.get(o, 1) for o in inst.operands])
+            if read > MAX_FUSED_READS:
+                continue  # the group stops growing here: this instruction owns its buffer
+            reads[inst] = read
             fused.add(inst)
     out: dict[HloInstruction, int] = dict.fromkeys(fused, FUSED)
     for inst in relabels:  # a transpose's permutation is decoded only if it matters
