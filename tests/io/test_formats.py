@@ -323,9 +323,9 @@ def test_public_api_load_all_and_save(tmp_path: Path, xc) -> None:
     import hlo_dedup
 
     module = hlo_dedup.load(FSDP)
-    # A string is HLO text when it spans lines, else a path.
+    # A string is HLO text when it spans lines or starts as a module does, else a path.
     assert hlo_dedup.load(str(FSDP)).to_text() == hlo_dedup.load(FSDP.read_text()).to_text() == module.to_text()
-    with pytest.raises(FormatError):
+    with pytest.raises(HloParseError, match="expected at least one computation"):
         hlo_dedup.load("HloModule m, entry_computation_layout={()->f32[]}")
     result = hlo_dedup.run_passes(module)
     assert result.changed and len(result.folds) == 1
