@@ -168,8 +168,11 @@ def test_a_baseline_that_does_not_reproduce_cannot_be_judged(tmp_path: Path) -> 
     path = _write(tmp_path, "unwritten.hlo", UNWRITTEN)
     status, out, err = _verify(path, path, "--json")
     report = json.loads(err)
-    assert (status, out, report["status"], report["baseline_reproduced"]) == (2, "", "cannot_judge", False)
-    assert "BEFORE does not reproduce itself" in report["message"]
+    # What the unwritten part holds is up to the memory: it differs between the two runs, or
+    # holds NaN or Inf. Either way the verdict is "cannot judge", never "different".
+    assert (status, out, report["status"]) == (2, "", "cannot_judge")
+    assert (report["baseline_reproduced"] is False and "BEFORE does not reproduce itself" in report["message"]) or (
+        "are not finite" in report["message"]), report["message"]
     # The same AFTER written differently (g + g is 2g bitwise) is not "different" either.
     doubled = UNWRITTEN.replace("add(g, g)", "multiply(g, two)").replace(
         "  ROOT", "  c = f32[] constant(2)\n  two = f32[16,8]{1,0} broadcast(c), dimensions={}\n  ROOT")
