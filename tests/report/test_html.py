@@ -512,3 +512,20 @@ def test_the_page_names_each_gather_s_weight_and_the_idioms_that_stopped_its_wal
     fsdp = unescape(render_html(report_of([REPO / "tests" / "data" / "torch_xla" / "fsdp_bf16.hlo"]), ""))
     assert "Notes (2)" in fsdp and "(mixed precision)" in fsdp
     assert "The same weight, each gather of its own reshaped (flattened) view (4)" in fsdp
+
+
+def test_at_1400_pixels_no_column_hides_and_no_name_breaks(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Long op_names and source paths wrap at their `/`, never inside a name, and take no more
+    # width than their longest part, so the all-gather table fits a 1400-pixel window.
+    report = report_of([JAX_DATA / "mesh2d_gspmd_after_spmd.hlo", REMAT])
+    with browser.open(write_page(tmp_path, report), width=1400) as page:
+        overflowing = page.evaluate(
+            "Array.from(document.querySelectorAll('.scroll')).filter(s => s.scrollWidth > s.clientWidth + 1).length")
+        assert overflowing == 0
+        # Each op_name / source cell's lines start at a part boundary: no line begins mid-name.
+        broken = page.evaluate("""Array.from(document.querySelectorAll('td.op, td.src')).filter(td => {
+            const range = document.createRange(); range.selectNodeContents(td);
+            const rects = Array.from(range.getClientRects()); return rects.length > 1 &&
+              !td.innerHTML.includes('<wbr>'); }).length""")
+        assert broken == 0
+        assert "dot_general" in page.visible_texts("td.op")

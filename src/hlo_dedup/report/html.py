@@ -22,7 +22,7 @@ from ..plain import FrozenRecord, init_frozen
 from .html_sections import (Computation, Ids, changes_section, computations, fold_cards, why_not_section,
                             xla_price_section)
 from .html_walk import ARROW_DEFS
-from .markup import escape
+from .markup import breakable, escape
 from .memo import Memo
 from .model import InputResult, ModuleRun, RunReport, module_totals, peak_changes
 from .units import human_bytes, plural
@@ -78,7 +78,7 @@ def _run_name(report: RunReport) -> str:
 #: The Content-Security-Policy hashes of `html.css` and `html.js`, the page's only style and
 #: script (a test keeps them those files'): hashing them on every run would import hashlib,
 #: which loads OpenSSL.
-STYLE_DIGEST = "sha256-EUCm5TDAgZBvpzSAd8olzU6Xt5uJyw46l/TAdqGt+Sg="
+STYLE_DIGEST = "sha256-KDaxqJd7Pi/zByjFVRfbFOr03YQQjzxWBs3vYmCIIOM="
 SCRIPT_DIGEST = "sha256-tDSnT6c9k1eoOtVgcA3xmSYeZuHmYTvmcP3lx5JKI5c="
 
 
@@ -369,7 +369,7 @@ def _gather_table(comp: Computation, ids: Ids) -> str:
             f'{_num(g.bytes_output, human_bytes(g.bytes_output))}'
             + (_num(fold.bytes_per_device, human_bytes(fold.bytes_per_device)) if fold else "<td></td>")
             + _price_cell(fold)
-            + f'<td class="op q">{escape(g.op_name or "")}</td><td class="src q">{escape(g.source or "")}</td></tr>')
+            + f'<td class="op q">{breakable(g.op_name or "")}</td><td class="src q">{breakable(g.source or "")}</td></tr>')
     return _table("gathers", head, rows)
 
 
@@ -379,7 +379,7 @@ def _kernel_table(comp: Computation, ids: Ids) -> str:
     rows = [
         f'<tr class="item" id="{ids(k.name)}"><td class="name q">{escape(k.name)}</td><td>{_badge(k.fate)}</td>'
         f'<td>{escape(k.reason or "")}</td>{_num(k.bytes_output, human_bytes(k.bytes_output))}'
-        f'<td class="op q">{escape(k.op_name or "")}</td><td class="src q">{escape(k.source or "")}</td></tr>'
+        f'<td class="op q">{breakable(k.op_name or "")}</td><td class="src q">{breakable(k.source or "")}</td></tr>'
         for k in comp.kernels]
     return _table("kernels", head, rows)
 

@@ -11,7 +11,7 @@ from typing import Sequence
 from ..passes import FoldRecord, Hazard, InstructionFate
 from ..plain import Record
 from .html_walk import fold_svg
-from .markup import escape
+from .markup import breakable, escape
 from .model import ModuleRun
 from .units import human_bytes, plural
 
@@ -336,7 +336,7 @@ def why_not_section(m: ModuleRun, ids: Ids) -> str:
         title = f"Walks stopped at {opcode}" if opcode else "Walks with nothing to follow"
         rows = "".join(f"<tr><td class=\"name\">{ids.link(g.name)}</td><td class=\"walktext\">{_walk_text(g)}</td>"
                        f"<td>{escape(g.tensor or '')}</td>"
-                       f"<td class=\"op\">{escape(g.op_name or '')}</td><td class=\"src\">{escape(g.source or '')}</td></tr>"
+                       f"<td class=\"op\">{breakable(g.op_name or '')}</td><td class=\"src\">{breakable(g.source or '')}</td></tr>"
                        for g in sorted(gathers, key=lambda g: g.tensor or ""))  # grouped by weight
         groups.append((f"{title}: {plural(len(gathers), 'all-gather')} not traced to a parameter",
                        '<div class="scroll"><table><thead><tr><th>All-gather</th><th>Walk (from the gather up)</th>'

@@ -30,3 +30,10 @@ def escape(text: str, quote: bool = True) -> str:
         if "&#1" in text:
             text = _C1_REFERENCE.sub(lambda m: chr(int(m.group(1))), text)
     return text
+
+
+def breakable(text: str) -> str:
+    """`escape(text)` with a line-break opportunity after each `/`: an op_name or a source
+    path wraps between its parts, never inside a name, and its column needs no more width
+    than its longest part."""
+    return escape(text).replace("/", "/<wbr>")
