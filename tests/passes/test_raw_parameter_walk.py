@@ -93,3 +93,31 @@ def test_the_remembered_walk_answers_as_the_plain_one_on_real_modules() -> None:
             assert plain == remembered
             checked += 1
     assert checked > 50
+
+
+def test_strict_nested_gathers_refuse_in_linear_work() -> None:
+    # Each nested gather tunnels through a different number of inner gathers: under --strict
+    # none may fold onto another, and finding that must not compare each with all before it.
+    module = parse_module(_nested_module(3000))
+    result = run_passes(module, strict=True)
+    gather_pass = result.passes[-1]
+    assert gather_pass.folds == []
+    assert len(gather_pass.hazards) == 2999 and all(h.refused for h in gather_pass.hazards)
+
+
+def test_strict_mode_still_folds_onto_a_later_entry_alike(check_output) -> None:
+    # g1 differs from g0 in its gather dimension (a hazard): refused under --strict; g2 is
+    # like g1 in everything the hazards compare and folds onto it, not onto g0.
+    text = """HloModule m, replica_count=4
+ENTRY e {
+  p = f32[4,4]{1,0} parameter(0)
+  g0 = f32[4,4]{1,0} all-gather(p), replica_groups={{0},{1},{2},{3}}, dimensions={0}
+  g1 = f32[4,4]{1,0} all-gather(p), replica_groups={{0},{1},{2},{3}}, dimensions={1}
+  g2 = f32[4,4]{1,0} all-gather(p), replica_groups={{0},{1},{2},{3}}, dimensions={1}
+  ROOT t = (f32[4,4]{1,0}, f32[4,4]{1,0}, f32[4,4]{1,0}) tuple(g0, g1, g2)
+}
+"""
+    module = parse_module(text)
+    result = run_passes(module, strict=True)
+    assert [(f.kept, f.removed) for f in result.folds] == [("g1", "g2")]
+    check_output(module)

@@ -194,6 +194,9 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         walks = {inst: self.find_raw_parameter(inst.operands[0], inst, False) for inst in candidates}
         same_value: dict[HloInstruction, HloInstruction] = {}  # removed -> kept, for hazard-free folds
         seen: dict[tuple, list[HloInstruction]] = {}
+        # Per key, the entries by what `_hazard_reasons` compares first: only entries alike
+        # in it can match a gather in strict mode (a scan of all made nested gathers quadratic).
+        alike: dict[tuple, dict[tuple, list[HloInstruction]]] = {}
         for inst in candidates:
             walk = self.find_raw_parameter(inst.operands[0], inst, True) if vlog else walks[inst]
             trail = walk.trail
@@ -212,15 +215,18 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 if vlog:
                     self.vlog(2, "Storing all-gather result for future use")
                 seen[key] = [inst]
+                alike[key] = {_hazard_class(walk): [inst]}
                 continue
             keep = entries[0]
             reasons = _hazard_reasons(walks[keep], walks[inst], same_value)
             if self.strict and reasons:
                 hazards.append(Hazard(comp.name, keep.name, inst.name, tuple(reasons), refused=True))
-                match = next((e for e in entries if not _hazard_reasons(walks[e], walks[inst], same_value)), None)
+                similar = alike[key].setdefault(_hazard_class(walk), [])
+                match = next((e for e in similar if not _hazard_reasons(walks[e], walks[inst], same_value)), None)
                 if match is None:
                     survey.refused(inst, keep, tuple(reasons))
                     entries.append(inst)
+                    similar.append(inst)
                     continue
                 keep, reasons = match, []
             elif reasons:
@@ -356,6 +362,13 @@ def _hazard_reasons(keep: _Walk, walk: _Walk, same_value: dict[HloInstruction, H
     if a.dimensions != b.dimensions:
         reasons.append(f"different all_gather_dimension ({a.dimensions} vs {b.dimensions})")
     return reasons
+
+
+def _hazard_class(walk: _Walk) -> tuple:
+    """What two walks must share for `_hazard_reasons` to find nothing: as many inner gathers,
+    operands after operand(0), the collective mode and the gather dimension."""
+    gather = walk.gather
+    return walk.trail.gather_count, len(gather.others), gather.mode, gather.dimensions
 
 
 def _unshared(a: Trail, b: Trail) -> Iterator[tuple[HloInstruction, HloInstruction]]:

@@ -128,8 +128,8 @@ def _fate_lines(p: PassResult) -> list[str]:
         unmatched = [k for k in kernels if k.fate == "not_matched"]
         if unmatched and not fates["rewritten"]:
             lines.append(f"      {unmatched[0].name}: {unmatched[0].reason}")
-    refused_hazards = {(h.kept, h.removed) for h in p.hazards if h.refused}
-    others = [g for g in gathers if g.fate == "refused" and not any(g.name == r for _, r in refused_hazards)]
+    refused_by_hazard = {h.removed for h in p.hazards if h.refused}
+    others = [g for g in gathers if g.fate == "refused" and g.name not in refused_by_hazard]
     for g in others[:MAX_LISTED]:
         lines.append(f"    refused {g.computation}: {g.name}: {g.reason}")
     for n in p.near_misses[:MAX_LISTED]:
