@@ -47,9 +47,10 @@ def input_summary(result: InputResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _total_line(t: dict[str, int]) -> str:
+def _total_line(t: dict[str, int], label: str = "total", counted: str = "") -> str:
+    """`label: N of M modules changed, ...`; `counted` names the M in other words."""
     return (
-        f"total: {t['changed_modules']} of {plural(t['modules'], 'module')} changed, "
+        f"{label}: {t['changed_modules']} of {counted or plural(t['modules'], 'module')} changed, "
         f"{plural(t['folds'], 'fold')}, {plural(t['hazards'], 'hazard')}"
         + (f" ({t['hazards_refused']} refused)" if t["hazards_refused"] else "")
         + (f", removed {human_bytes(t['bytes_output'])} output"
@@ -253,14 +254,13 @@ def _batch_total_lines(inputs: Sequence[InputResult]) -> list[str]:
         return [_total_line(module_totals([m for r in inputs for m in r.modules]))]
     lines = []
     for t in by_stage:
-        line = _total_line(t).replace("total: ", f"total at {t['stage']}: ", 1)
-        line = line.replace(f" of {plural(t['modules'], 'module')} changed", f" of {plural(t['programs'], 'program')} changed", 1)
+        line = _total_line(t, f"total at {t['stage']}", plural(t["programs"], "program"))
         if t["recompiles_not_counted"]:
             line += f" ({plural(t['recompiles_not_counted'], 'recompile')} counted once)"
         lines.append(line)
     others = [m for r in inputs if r.module is None or r.stage is None for m in r.modules]
     if others:
-        lines.append(_total_line(module_totals(others)).replace("total: ", "total of the other files: ", 1))
+        lines.append(_total_line(module_totals(others), "total of the other files"))
     return lines
 
 

@@ -230,10 +230,8 @@ def run_modules(
         done = len(ran)
         ran.extend(_run_in_child([jobs[i] for i in runnable[done:]], [layouts[i] for i in runnable[done:]],
                                  devices, spmd, timeout))
-    outcomes: list[RunResult | XlaError] = [XlaError(r) if r is not None else XlaError("") for r in refusals]
-    for i, outcome in zip(runnable, ran):
-        outcomes[i] = outcome
-    return outcomes
+    outcomes = dict(zip(runnable, ran))
+    return [outcomes[i] if refused is None else XlaError(refused) for i, refused in enumerate(refusals)]
 
 
 def child_device_count(texts: Any, num_devices: int | None = None) -> int:
