@@ -7,7 +7,7 @@ import pytest
 
 import hlo_dedup
 from hlo_dedup.analysis import analyze
-from hlo_dedup.analysis.fusion_model import BITCAST, FUSED, compiler_aliases
+from hlo_dedup.analysis.fusion_model import BITCAST, FUSED, FusionDecisions
 
 GATHER = "channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true"
 DOT = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
@@ -24,7 +24,8 @@ def _peaks(module: hlo_dedup.HloModule) -> tuple[int, int]:
 
 def _kinds(module: hlo_dedup.HloModule) -> dict[str, int]:
     comp = module.entry
-    return {i.name: kind for i, kind in compiler_aliases(comp, comp.instructions).items()}
+    kind = FusionDecisions(comp, comp.instructions).kind
+    return {i.name: k for i in comp.instructions if (k := kind(i))}
 
 
 # Bytes: w 2 KiB and x 2 KiB are static; a gathered f32[64,64] is 16 KiB; d f32[8,64] 2 KiB.
@@ -136,7 +137,7 @@ def test_a_fused_group_stops_growing_at_its_read_limit() -> None:
     # s_i = add(s_{i-1}, negate(g_i)): every link fuses into the next, so one group would read
     # every gather; it stops at MAX_FUSED_READS and starts a group of its own, which keeps
     # the buffer lists (and the time to make them) linear in the chain.
-    from hlo_dedup.analysis.fusion_model import FUSED, MAX_FUSED_READS, compiler_aliases
+    from hlo_dedup.analysis.fusion_model import MAX_FUSED_READS
 
     n = 3 * MAX_FUSED_READS
     lines = ["HloModule m, replica_count=2", "ENTRY e {", "  p = f32[4]{0} parameter(0)", "  s0 = f32[4]{0} negate(p)"]
@@ -145,8 +146,7 @@ def test_a_fused_group_stops_growing_at_its_read_limit() -> None:
                   f"  s{i} = f32[4]{{0}} add(s{i - 1}, n{i})"]
     lines += [f"  ROOT r = f32[4]{{0}} copy(s{n})", "}"]
     module = hlo_dedup.parse_module("\n".join(lines) + "\n")
-    comp = module.entry
-    decided = compiler_aliases(comp, comp.instructions)
-    roots = [i for i in range(1, n + 1) if decided.get(comp.get_instruction(f"s{i}")) != FUSED]
+    decided = _kinds(module)
+    roots = [i for i in range(1, n + 1) if decided.get(f"s{i}") != FUSED]
     assert roots and all(b - a <= MAX_FUSED_READS for a, b in zip([0, *roots], roots))
-    assert all(decided.get(comp.get_instruction(f"n{i}")) == FUSED for i in range(1, n + 1))
+    assert all(decided.get(f"n{i}") == FUSED for i in range(1, n + 1))

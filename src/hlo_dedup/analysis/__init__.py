@@ -12,7 +12,8 @@ assumes (``price.schedule``).
 
 from .budget import parse_budget
 from .fold_price import FoldPrice, FoldPricer
-from .liveness import BufferRange, ComputationLiveness, ModuleLiveness, analyze
+from .liveness import BufferRange, ComputationLiveness
+from .module_liveness import ModuleLiveness, analyze
 
 __all__ = [
     "BufferRange",

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..plain import FrozenRecord, init_frozen
 from .buffers import Leaf
-from .liveness import MODULE_SCHEDULE, ComputationLiveness, ModuleLiveness
+from .liveness import MODULE_SCHEDULE, ComputationLiveness
+from .module_liveness import ModuleLiveness
 from .segment_tree import RangeAddMaxTree
 
 if TYPE_CHECKING:

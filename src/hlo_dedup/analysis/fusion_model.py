@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from ..ir.instruction import HloInstruction
     from ..ir.shape import Shape
 
-#: What `compiler_aliases` says of an instruction.
+#: What `FusionDecisions.kind` says of an instruction (0: it runs, with a buffer of its own).
 BITCAST = 1  # its value is operand 0's buffer
 FUSED = 2  # its value lives in its operands' buffers, read where its consumers run
 
@@ -147,45 +147,70 @@ def _dot_operand(inst: HloInstruction) -> bool:
     return inst.opcode == "transpose" and inst.user_count > 0 and all(u.opcode == "dot" for u in inst.iter_users())
 
 
-def compiler_aliases(computation: HloComputation, order: list[HloInstruction]) -> dict[HloInstruction, int]:
-    """BITCAST or FUSED for each instruction of `computation` (in `order`, every operand
-    before its users) that a compiler gives no buffer of its own; the others allocate."""
-    root = computation.root
-    relabels: list[HloInstruction] = []  # reshapes and transposes: bitcasts under their layouts?
-    fused: set[HloInstruction] = set()
-    reads: dict[HloInstruction, int] = {}  # a fused instruction: the buffers its group reads, at most
-    for inst in order:  # each decision reads only the instruction and its users' opcodes
+class FusionDecisions:
+    """What a compiler makes of each instruction of one computation: `kind(inst)` is
+    BITCAST, FUSED, or 0 for an instruction that runs with a buffer of its own. Asked in
+    `order` (every operand before its users): a decision reads the instruction, whether
+    each user can take a fused producer, and what was decided of its operands."""
+
+    def __init__(self, computation: HloComputation, order: list[HloInstruction]) -> None:
+        self.root = computation.root
+        self.reads: dict[HloInstruction, int] = {}  # a fused instruction: the buffers its group reads, at most
+        self._bitcast: dict[tuple, bool] = {}  # per (opcode, shape texts, permutation): a layout bitcast?
+        # Producers with a user they cannot fuse into, found from the users' side: most
+        # instructions are loop-fusible, and their users need no look.
+        blocked: set[HloInstruction] = set()
+        for u in order:
+            op = u.opcode
+            if op not in LOOP_FUSIBLE or (op == "concatenate" and len(u.operands) > _MAX_CONCATENATE_OPERANDS) \
+                    or (op == "transpose" and _dot_operand(u)):
+                blocked.update(u.operands)
+        self.blocked = blocked
+
+    def kind(self, inst: HloInstruction) -> int:
         op = inst.opcode
-        if op == "transpose" or op == "reshape":
-            relabels.append(inst)
-        if op not in LOOP_FUSIBLE or inst is root:
-            continue
+        if op in LOOP_FUSIBLE and inst not in self.blocked and self._fuses(inst, op):
+            return FUSED
+        if (op == "transpose" or op == "reshape") and inst.operands and inst.operands[0] not in self.reads \
+                and (_dot_operand(inst) or self._layout_bitcast(inst)):
+            return BITCAST  # a bitcast whose operand is fused into it is that fusion's root instead
+        return 0
+
+    def _fuses(self, inst: HloInstruction, op: str) -> bool:
+        """A loop-fusible producer whose users all take it: does it fuse?"""
         count = inst.user_count
-        if not count or (op == "concatenate" and len(inst.operands) > _MAX_CONCATENATE_OPERANDS):
-            continue
-        for u in inst.iter_users():
-            use = u.opcode
-            if use not in LOOP_FUSIBLE or (use == "concatenate" and len(u.operands) > _MAX_CONCATENATE_OPERANDS) \
-                    or (use == "transpose" and _dot_operand(u)):
-                break
-        else:
-            text = inst.shape_text  # read, not decoded: most shapes are never decoded
-            if (inst.shape.is_tuple if text is None else text.startswith("(")):
-                continue
+        if not count or inst is self.root or (op == "concatenate" and len(inst.operands) > _MAX_CONCATENATE_OPERANDS):
+            return False
+        text = inst.shape_text  # read, not decoded: most shapes are never decoded
+        if inst.shape.is_tuple if text is None else text[:1] == "(":
+            return False
+        if op in _MAYBE_EXPENSIVE:
             try:
-                expensive = op in _MAYBE_EXPENSIVE and is_expensive(inst)
+                expensive = is_expensive(inst)
             except (ValueError, IndexError, AttributeError):
-                continue
-            if expensive and (count > 1 or u.operands.count(inst) > 1 or u.opcode == "broadcast"):
-                continue  # read more than once (`u` is the one user), or re-read by a broadcast
-            read = sum([reads.get(o, 1) for o in inst.operands])
-            if read > MAX_FUSED_READS:
-                continue  # the group stops growing here: this instruction owns its buffer
-            reads[inst] = read
-            fused.add(inst)
-    out: dict[HloInstruction, int] = dict.fromkeys(fused, FUSED)
-    for inst in relabels:  # a transpose's permutation is decoded only if it matters
-        if inst not in fused and inst.operands and inst.operands[0] not in fused \
-                and (_dot_operand(inst) or _layout_bitcast(inst)):
-            out[inst] = BITCAST
-    return out
+                return False
+            if expensive:  # not duplicated into several readers, nor re-read by a broadcast
+                if count > 1:
+                    return False
+                u = next(inst.iter_users())
+                if u.operands.count(inst) > 1 or u.opcode == "broadcast":
+                    return False
+        reads = self.reads
+        read = 0
+        for o in inst.operands:
+            read += reads.get(o, 1)
+        if read > MAX_FUSED_READS:
+            return False  # the group stops growing here: this instruction owns its buffer
+        reads[inst] = read
+        return True
+
+    def _layout_bitcast(self, inst: HloInstruction) -> bool:
+        """`_layout_bitcast`, once per distinct shapes and permutation (layers repeat them)."""
+        out, operand = inst.shape_text, inst.operands[0].shape_text
+        if out is None or operand is None:
+            return _layout_bitcast(inst)
+        key = (inst.opcode, out, operand, inst.attr("dimensions") if inst.opcode == "transpose" else None)
+        found = self._bitcast.get(key)
+        if found is None:
+            found = self._bitcast[key] = _layout_bitcast(inst)
+        return found

@@ -11,8 +11,8 @@ Schedule
     When the module has ``is_scheduled=true``, a computation's instruction order is its
     schedule, exactly XLA's sequence, and every instruction is priced as written (XLA
     already fused it). A module before optimizations is priced as a compiler would run
-    it (``compiler_model``): the instructions XLA gives no buffer are aliases
-    (`fusion_model`), and the schedule is the better of the text order and a list
+    it (`compiled_liveness`): its program points are the steps that run (a fused group
+    once, no bitcast; `fusion_model`), under the better of the text order and a list
     schedule (`schedule`), like XLA's default memory scheduler. ``schedule`` on each
     computation's model says which (``MODULE_SCHEDULE``, ``MEMORY_MINIMIZING``, or
     ``TEXT_ORDER`` when the compiler model is turned off for an unscheduled module). An
@@ -52,19 +52,16 @@ the peak and its first program point.
 
 from __future__ import annotations
 
-from copy import copy
 from itertools import accumulate, chain
 from operator import sub
 from typing import TYPE_CHECKING
 
 from ..plain import FrozenRecord, init_frozen
 from .buffers import (
-    DEFINE,
     GTE,
     STATIC,
     Buffer,
     Leaf,
-    ShapeInfo,
     alias_leaves,
     array_bytes,
     kind_of,
@@ -72,14 +69,11 @@ from .buffers import (
     new_leaves,
     runs_callee,
 )
-from .fusion_model import BITCAST, compiler_aliases
-from .schedule import list_schedule
 
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
     from ..ir.instruction import HloInstruction
-    from ..ir.module import HloModule
-    from ..ir.shape import Shape
+    from .module_liveness import ModuleLiveness
 
 # Opcode classes of the build loop: 0 is a plain definer.
 STATIC_CODE = 1  # parameter, constant
@@ -110,22 +104,15 @@ class ComputationLiveness:
     a plain array definer (aliases, tuples, parameters, constants, calls), and a prefix
     sum of bytes defined minus bytes whose range ended. On a million instructions every
     pass over the instruction objects costs a visible share of parsing, so there is one.
-    Under the compiler model the instructions it gives no buffer are visited too (most of
-    a module before optimizations), and `reordered` moves the model to a new schedule
-    without visiting them again.
+    The compiler-shaped model (`compiled_liveness`) fills the same fields over its steps;
+    there an alias's `position` is a step's, and `instructions` lists the steps only.
     """
 
     def __init__(self, module_liveness: ModuleLiveness, computation: HloComputation,
-                 aliases: dict[HloInstruction, int] | None = None, schedule: str = TEXT_ORDER,
-                 ranges: bool = True) -> None:
-        """`aliases`: the instructions a compiler gives no buffer (`fusion_model.
-        compiler_aliases`), none by default; `schedule` says which schedule the text order
-        is, for the reports (`reordered` gives the model under another). Without `ranges`
-        only the buffers are known: `_close_ranges` makes the live ranges and bytes (a
-        model that will be reordered never needs the text order's)."""
-        self.computation = computation
-        self.schedule = schedule
-        self.aliases = aliases or {}
+                 schedule: str = TEXT_ORDER) -> None:
+        """The model of `computation` in its instruction order, which is the schedule
+        `schedule` names (`compiled_liveness` builds the compiler-shaped one)."""
+        self._start(computation, schedule)
         texts = None
         if computation.definition_ordered:
             insts = computation.instructions
@@ -134,70 +121,37 @@ class ComputationLiveness:
             # A pass appended instructions after their users (the preprocess-kernel pass's
             # clones): place each right before its first user, as the printer writes it.
             insts = definition_order(computation.name, computation.instructions)
-        special = self._scan(insts, module_liveness, texts)
-        if self.aliases:  # plain definers the compiler gives no buffer: visited one by one
-            position, sizes = self.position, self.sizes
-            for inst in self.aliases:
-                p = position[inst]
-                if sizes[p]:
-                    sizes[p] = 0
-                    special.append(p)
-            special.sort()  # an alias's operands are visited before it
         self.instructions = insts
-        # Everything else: the buffers its value lives in, and the ones it defines.
+        for p in self._scan(insts, module_liveness, texts):
+            self.classify(insts[p], p, module_liveness)
+        self._extend_through_aliases()
+        root = computation.root
+        for b in self.leaves_of(root) if root is not None else ():
+            self.extend(b, len(insts) - 1)
+        self.live_bytes: list[int] = self.profile()
+
+    @classmethod
+    def blank(cls, computation: HloComputation, schedule: str) -> ComputationLiveness:
+        """A model with no instruction yet, for a builder that places them itself."""
+        self = cls.__new__(cls)
+        self._start(computation, schedule)
+        self.instructions = []
+        self.position = {}
+        self.sizes = []
+        self.static_bytes = 0
+        return self
+
+    def _start(self, computation: HloComputation, schedule: str) -> None:
+        self.computation = computation
+        self.schedule = schedule
+        self.static: set[Buffer] = set()  # parameters and constants: live throughout
+        self.unsized: list[HloInstruction] = []  # written without a shape, not inferable: 0 bytes
+        # Everything but a plain definer: the buffers its value lives in, and the ones it defines.
         self.leaves: dict[HloInstruction, tuple[Buffer, ...]] = {}
         self.defines: dict[HloInstruction, tuple[Leaf, ...]] = {}
         self.leaf_ends: dict[Leaf, int] = {}
         self.element_readers: set[HloInstruction] = set()  # get-tuple-elements
         self.nested: dict[int, int] = {}  # program point -> nested bytes of its callees
-        aliases, leaves, static = self.aliases, self.leaves, self.static
-        for p in special:
-            inst = insts[p]
-            compiled = aliases.get(inst)
-            if compiled is None:
-                self._classify(inst, p, module_liveness)
-                continue
-            operands = inst.operands
-            if compiled == BITCAST or len(operands) == 1:  # operand 0's buffers, read in place
-                o = operands[0]
-                leaves[inst] = leaves.get(o, (o,))
-            else:  # fused: its consumers read its operands' buffers
-                found = {}
-                for o in operands:
-                    for b in leaves.get(o, (o,)):
-                        if b not in static:
-                            found[b] = None
-                leaves[inst] = tuple(found)
-        if ranges:
-            self._close_ranges()
-
-    def _close_ranges(self) -> None:
-        """Readers of aliases and the root extend the ranges; then the live bytes."""
-        self._extend_through_aliases()
-        root = self.computation.root
-        for b in self.leaves_of(root) if root is not None else ():
-            self._extend(b, len(self.instructions) - 1)
-        self.live_bytes: list[int] = self._profile()
-
-    def reordered(self, order: list[HloInstruction], schedule: str) -> ComputationLiveness:
-        """The same buffers under another schedule `order` (every operand before its users):
-        only positions and ranges are computed again."""
-        new = copy(self)
-        new.schedule = schedule
-        new.instructions = order
-        n = len(order)
-        position = new.position = dict(zip(order, range(n)))
-        ends = new.ends = list(range(n))
-        sizes = new.sizes = [0] * n
-        old_position, old_sizes = self.position, self.sizes
-        for p, inst in enumerate(order):
-            for o in inst.operands:
-                ends[position[o]] = p
-            sizes[p] = old_sizes[old_position[inst]]
-        new.leaf_ends = {b: position[b.instruction] for b in self.leaf_ends}
-        new.nested = {position[self.instructions[p]]: v for p, v in self.nested.items()}
-        new._close_ranges()
-        return new
 
     # ----------------------------------------------------------------- building
     def _scan(self, insts: list[HloInstruction], ml: ModuleLiveness, texts: list[str | None] | None) -> list[int]:
@@ -214,8 +168,6 @@ class ComputationLiveness:
         # its bytes and last program point are kept by program point.
         sizes = self.sizes = [0] * n
         ends = self.ends = list(range(n))  # nothing reads it: live at its definition
-        self.static: set[Buffer] = set()  # parameters and constants: live throughout
-        self.unsized: list[HloInstruction] = []  # written without a shape, not inferable: 0 bytes
         special: list[int] = []
         static_bytes = 0
         static = self.static
@@ -251,7 +203,7 @@ class ComputationLiveness:
         self.static_bytes = static_bytes
         return special
 
-    def _classify(self, inst: HloInstruction, p: int, ml: ModuleLiveness) -> None:
+    def classify(self, inst: HloInstruction, p: int, ml: ModuleLiveness) -> None:
         """Leaves and own buffers of an instruction that is not a plain definer."""
         code, arg = kind_of(inst.opcode)
         try:
@@ -318,7 +270,7 @@ class ComputationLiveness:
                     if ends[p] < end:
                         ends[p] = end
 
-    def _extend(self, b: Buffer, end: int) -> None:
+    def extend(self, b: Buffer, end: int) -> None:
         if type(b) is Leaf:
             if b in self.leaf_ends and self.leaf_ends[b] < end:
                 self.leaf_ends[b] = end
@@ -327,7 +279,7 @@ class ComputationLiveness:
             if self.ends[p] < end:
                 self.ends[p] = end
 
-    def _profile(self) -> list[int]:
+    def profile(self) -> list[int]:
         """Live bytes per point: prefix sum of bytes defined minus bytes whose range ended."""
         n = len(self.instructions)
         if n == 0:
@@ -462,127 +414,3 @@ def definition_order(name: str, insts: list[HloInstruction]) -> list[HloInstruct
                 placed.add(node)
                 order.append(node)
     return order
-
-
-class ModuleLiveness:
-    """Liveness of a module's computations, each analysed on first request.
-
-    `computation(c)` analyses `c` and, through its while/conditional/call/async call
-    sites, the computations it runs; fusion bodies and scalar computations are never
-    analysed. The module must not change while this object is in use.
-    """
-
-    def __init__(self, module: HloModule, *, compiler_model: bool | None = None) -> None:
-        self.module = module
-        # A module before optimizations is priced as a compiler would fuse and schedule it
-        # (`fusion_model`, `schedule`); a scheduled one as it is.
-        self.compiler_model = not module.is_scheduled if compiler_model is None else compiler_model
-        self._computations: dict[HloComputation, ComputationLiveness] = {}
-        self.call_sites: dict[HloComputation, list[tuple[HloComputation, HloInstruction]]] = {}
-        # Per shape text (a module writes few distinct ones): its bytes as a plain buffer,
-        # -1 if tuple-shaped; the text is all the build reads of most instructions.
-        self.text_size: dict[str, int] = {}
-        # Per Shape object: `_shapes` keeps the objects alive so an id is never reused
-        # while this analysis exists.
-        self._shapes: dict[int, ShapeInfo] = {}
-        # Per opcode: 0 for a plain definer, STATIC_CODE for parameter and constant,
-        # SPECIAL_CODE for anything else the build visits one by one.
-        self.opcode_code: dict[str, int] = {}
-        self._nested_bytes: dict[HloComputation, int] = {}
-
-    def learn_shape(self, inst: HloInstruction) -> int:
-        """`inst`'s bytes as a plain buffer (-1 if tuple-shaped), learnt for its shape text;
-        ValueError if its shape cannot be decoded."""
-        info = self.shape_info(inst.shape)
-        size = -1 if info.leaf_sizes is not None else info.size
-        if inst.shape_text is not None:  # an inferred shape is not one text's
-            self.text_size[inst.shape_text] = size
-        return size
-
-    def shape_info(self, shape: Shape) -> ShapeInfo:
-        info = self._shapes.get(id(shape))
-        if info is None or info.shape is not shape:
-            info = self._shapes[id(shape)] = ShapeInfo(shape)
-        return info
-
-    def learn_opcode(self, opcode: str) -> int:
-        kind = kind_of(opcode)[0]
-        if kind == STATIC:
-            code = STATIC_CODE
-        elif kind != DEFINE or runs_callee(opcode):
-            code = SPECIAL_CODE
-        else:
-            code = 0
-        self.opcode_code[opcode] = code
-        return code
-
-    def computation(self, computation: HloComputation | str) -> ComputationLiveness:
-        comp = self._resolve(computation)
-        found = self._computations.get(comp)
-        if found is None:
-            found = self._computations[comp] = self._build(comp)
-        return found
-
-    def _build(self, comp: HloComputation) -> ComputationLiveness:
-        """The model of one computation: as written for a scheduled module (or when asked);
-        otherwise with the compiler's buffers, under the better of the text order and the
-        list scheduler's order (XLA's memory scheduler also takes the best of several)."""
-        if not self.compiler_model:
-            return ComputationLiveness(self, comp, schedule=MODULE_SCHEDULE if self.module.is_scheduled else TEXT_ORDER)
-        text_order = comp.instructions if comp.definition_ordered else definition_order(comp.name, comp.instructions)
-        aliases = compiler_aliases(comp, text_order)
-        written = ComputationLiveness(self, comp, aliases=aliases, schedule=MEMORY_MINIMIZING, ranges=False)
-        order, listed_peak, text_peak = list_schedule(written)
-        if listed_peak < text_peak:
-            return written.reordered(order, MEMORY_MINIMIZING)
-        written._close_ranges()
-        return written
-
-    def _resolve(self, computation: HloComputation | str) -> HloComputation:
-        if not isinstance(computation, str):
-            return computation
-        for comp in self.module.computations:
-            if comp.name == computation:
-                return comp
-        raise KeyError(f"no computation named {computation!r}")
-
-    def nested_bytes(self, computation: HloComputation) -> int:
-        """What running `computation` adds on top of its caller at the call point (once per
-        computation: a module calls the same small computations from many sites)."""
-        comp = self._resolve(computation)
-        found = self._nested_bytes.get(comp)
-        if found is None:
-            c = self.computation(comp)
-            found = max(0, max(c.nested_profile(c.live_bytes, c.result_buffers()), default=0))
-            self._nested_bytes[comp] = found
-        return found
-
-    def nested_bytes_of(self, inst: HloInstruction, caller: HloComputation) -> int:
-        """Nested bytes at a while/conditional/call/async call site (records the site)."""
-        best = 0
-        for callee in inst.called_computations:
-            sites = self.call_sites.setdefault(callee, [])
-            if (caller, inst) not in sites:  # a computation may be modelled under two orders
-                sites.append((caller, inst))
-            best = max(best, self.nested_bytes(callee))
-        return best
-
-    @property
-    def peak_bytes(self) -> int:
-        """The entry computation's peak (nested computations included)."""
-        if self.module.entry is None:
-            return 0
-        return self.computation(self.module.entry).peak_bytes
-
-    def analysed(self) -> list[ComputationLiveness]:
-        """Every computation analysed so far, after analysing the entry: at least the entry
-        and every computation it runs (while, conditional, call, async)."""
-        if self.module.entry is not None:
-            self.computation(self.module.entry)
-        return list(self._computations.values())
-
-
-def analyze(module: HloModule, *, compiler_model: bool | None = None) -> ModuleLiveness:
-    """Liveness for `module` (computations are analysed when first asked for); see
-    `ModuleLiveness` for `compiler_model`."""
-    return ModuleLiveness(module, compiler_model=compiler_model)

@@ -4,156 +4,123 @@ A module before optimizations has no schedule: its text order is one valid order
 keeps every gradient alive to the end of the backward pass), and a backend schedules
 anew. XLA's default memory scheduler (``hlo_memory_scheduler.cc``) runs a list
 scheduler, a DFS scheduler and the post order and keeps whichever peaks lowest; the
-liveness model (`liveness`) does the same with the list scheduler here and the text
-order (XLA prints post order), and reports the schedule as ``memory-minimizing``.
+compiler-shaped liveness model (`compiled_liveness`) does the same with the list
+scheduler here and the text order (XLA prints post order), and reports the schedule as
+``memory-minimizing``.
 
-The list scheduler is XLA's greedy one: among the instructions whose operands are all
+What is scheduled are the steps a compiler runs: the instructions `fusion_model` leaves
+a buffer or a role of their own (each fused group once, at its root; bitcasts are not
+steps). The list scheduler is XLA's greedy one: among the steps whose inputs are all
 scheduled, take the one with the highest ``bytes freed - bytes defined`` (bytes freed:
-the buffers it reads of which it is the last unscheduled reader, not the result's), then
-the most users, then the earliest in the text. Buffers and readers are those of the
-liveness model it is given, so bitcasts and fused instructions (`fusion_model`) cost
-nothing and their readers read the underlying buffers. Each instruction's freed bytes
-are kept up to date as readers are scheduled (a buffer down to one reader credits that
-reader) and the ready set is a heap with stale entries skipped, so the schedule costs
-O((n + reads) log n).
+the buffers it reads of which it is the last unscheduled reader), then the most users,
+then the earliest in the text. Each step's freed bytes are kept up to date as readers
+are scheduled (a buffer down to one reader credits that reader) and the ready set is a
+heap with stale entries skipped, so the schedule costs O((n + reads) log n).
 
-All-gathers keep their text order (each waits for the one before it): the dedup pass
-keeps the first of equal gathers in the text, and its price needs the kept one first.
-Control dependencies are not read; nested computations' bytes at call sites are not in
-the priority (XLA adds them; a computation with folds rarely has large callees).
+All-gathers keep their text order (each waits for the one before it; the caller adds
+that input): the dedup pass keeps the first of equal gathers in the text, and its price
+needs the kept one first. Control dependencies are not read; nested computations' bytes
+at call sites are not in the priority (XLA adds them; a computation with folds rarely
+has large callees).
 """
 
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Protocol
-
-from .buffers import Leaf
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..ir.instruction import HloInstruction
-    from ..ir.computation import HloComputation
-    from .buffers import Buffer
+    from collections.abc import Hashable, Sequence
 
 
-class _Model(Protocol):
-    """What the scheduler reads of a `liveness.ComputationLiveness`."""
+class Steps:
+    """What the scheduler reads of a computation: n steps in text order, each with the
+    steps it waits for (`inputs`, one entry per use), the buffers it `reads` (never a
+    static one or one the result holds), the buffers it defines (`defines`), and its
+    number of `users` (the tie-break); `size` gives every buffer's bytes and `held`
+    the buffers the result keeps to the end."""
 
-    computation: HloComputation
-    instructions: list[HloInstruction]
-    position: dict[HloInstruction, int]
-    static: set[Buffer]
-    sizes: list[int]  # a plain definer's bytes, by position
-    leaves: dict[HloInstruction, tuple[Buffer, ...]]  # every instruction that is not a plain definer
-    defines: dict[HloInstruction, tuple[Leaf, ...]]
+    __slots__ = ("inputs", "reads", "defines", "users", "size", "held")
 
-    def leaves_of(self, inst: HloInstruction) -> tuple[Buffer, ...]: ...
+    def __init__(self, inputs: Sequence[Sequence[int]], reads: Sequence[tuple[Hashable, ...]],
+                 defines: Sequence[tuple[Hashable, ...]], users: Sequence[int], size: dict[Hashable, int],
+                 held: set[Hashable]) -> None:
+        self.inputs, self.reads, self.defines, self.users, self.size, self.held = \
+            inputs, reads, defines, users, size, held
 
 
-def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
-    """The instructions of `model`'s computation in the list scheduler's order, and the
-    peak bytes of the buffers it defines under that order and under the text order
-    (`model.instructions`), each buffer live from its definition to its last reader, a
-    result buffer to the end: what choosing between the two needs (static buffers and
-    nested computations add the same to both, and are left out)."""
-    insts = model.instructions
-    n = len(insts)
-    position = model.position
-    static = model.static
-    root = model.computation.root
-    held = set(model.leaves_of(root)) if root is not None else set()
-    kept = static | held  # never freed: not read here
-    leaves = model.leaves
-    defines = model.defines
-    sizes = model.sizes
+_SHIFT = 32  # bits of the step index in a heap key (no computation has 2**32 instructions)
+_FIELD = 1 << _SHIFT  # users past this count tie
+_KEY = 2 * _SHIFT  # the priority sits above the users and the step
+_STEP = _FIELD - 1
 
-    # Readers of every buffer that can be freed, what each instruction defines, and the
-    # dependencies: operands (one count per use) and the previous all-gather. An
-    # instruction that defines nothing (an alias, a fused producer) is scheduled as soon as
-    # its operands are and reads nothing here: its users read the same buffers.
-    free = [False] * n
-    reads: list[tuple[Buffer, ...]] = [()] * n
-    readers: dict[Buffer, list[int]] = {}
-    defined = list(sizes)  # a plain definer's bytes (0 for parameters and constants)
-    waiting = [0] * n
+
+def list_schedule(steps: Steps) -> tuple[list[int], int, int]:
+    """The steps in the list scheduler's order (indices into the text order), and the peak
+    bytes of the buffers they define under that order and under the text order, each
+    buffer live from its definition to its last reader and a held one to the end: what
+    choosing between the two needs (static buffers and nested computations add the same
+    to both, and are left out). ValueError if the inputs form a cycle."""
+    inputs, reads, size, held = steps.inputs, steps.reads, steps.size, steps.held
+    n = len(inputs)
+    waiting = [len(i) for i in inputs]
     successors: list[list[int]] = [[] for _ in range(n)]
-    previous_gather = -1
-    for p, inst in enumerate(insts):
-        operands = inst.operands
-        for o in operands:
-            successors[position[o]].append(p)
-        waiting[p] = len(operands)
-        if inst.opcode == "all-gather":
-            if previous_gather >= 0:
-                successors[previous_gather].append(p)
-                waiting[p] += 1
-            previous_gather = p
-        if inst in leaves:
-            own = defines.get(inst)
-            if not own:
-                free[p] = True
-                continue
-            defined[p] = sum([b.size for b in own if b not in static])
-        mine = {}
-        for o in operands:
-            found = leaves.get(o)
-            if found is None:  # a plain definer: its own buffer
-                if o not in kept:
-                    mine[o] = None
-                continue
-            for b in found:
-                if b not in kept:
-                    mine[b] = None
-        reads[p] = mine = tuple(mine)
+    for p, waits in enumerate(inputs):
+        for q in waits:
+            successors[q].append(p)
+    readers: dict[Hashable, list[int]] = {}
+    for p, mine in enumerate(reads):
         for b in mine:
             found = readers.get(b)
             if found is None:
                 readers[b] = [p]
             else:
                 found.append(p)
-
-    size_of = {b: b.size if type(b) is Leaf else sizes[position[b]] for b in readers}
+    defined = [0] * n
+    dead = [0] * n  # bytes a step defines that nothing reads: gone right after it
+    for p, own in enumerate(steps.defines):
+        for b in own:
+            bytes_ = size[b]
+            defined[p] += bytes_
+            if b not in readers and b not in held:
+                dead[p] += bytes_
     counts = {b: len(r) for b, r in readers.items()}
     remaining = dict(counts)
-    freed = [0] * n  # bytes of the buffers each instruction is the last unscheduled reader of
+    freed = [0] * n  # bytes of the buffers each step is the last unscheduled reader of
     for b, r in readers.items():
         if len(r) == 1:
-            freed[r[0]] += size_of[b]
-    dead = [0] * n  # bytes an instruction defines that nothing reads: gone after it
-    for p, size in enumerate(defined):
-        if size:
-            inst = insts[p]
-            if inst in leaves:
-                dead[p] = sum([b.size for b in defines[inst] if b not in readers and b not in held])
-            elif inst not in readers and inst not in held:
-                dead[p] = size
+            freed[r[0]] += size[b]
 
+    # The heap's keys are single integers ordered as (defined - freed, -users, step): one
+    # comparison each instead of a tuple's.
+    users = [(_FIELD - 1 - min(u, _FIELD - 1)) << _SHIFT for u in steps.users]
     done = [False] * n
     ready = [False] * n
-    heap: list[tuple[int, int, int]] = []
-    order: list[HloInstruction] = []
+    heap: list[int] = []
+    order: list[int] = []
     live = peak = 0
-    now = [p for p in range(n) if not waiting[p]]  # ready, and costing nothing or next in the heap
+    now = [p for p in range(n) if not waiting[p]]  # ready: costless ones go first, others to the heap
     while True:
         while now:
             p = now.pop()
-            if not free[p]:
+            if defined[p] or reads[p]:
                 ready[p] = True
-                heappush(heap, (defined[p] - freed[p], -insts[p].user_count, p))
+                heappush(heap, ((defined[p] - freed[p]) << _KEY) + users[p] + p)
                 continue
             done[p] = True
-            order.append(insts[p])
+            order.append(p)
             for q in successors[p]:
                 left = waiting[q] = waiting[q] - 1
                 if not left:
                     now.append(q)
         if not heap:
             break
-        key, users, p = heappop(heap)
-        if done[p] or key != defined[p] - freed[p]:
+        key = heappop(heap)
+        p = key & _STEP
+        if done[p] or key >> _KEY != defined[p] - freed[p]:
             continue  # scheduled already, or its priority changed since it was pushed
         done[p] = True
-        order.append(insts[p])
+        order.append(p)
         live += defined[p]
         if live > peak:
             peak = live
@@ -161,23 +128,25 @@ def list_schedule(model: _Model) -> tuple[list[HloInstruction], int, int]:
         for b in reads[p]:
             left = remaining[b] = remaining[b] - 1
             if not left:
-                live -= size_of[b]
+                live -= size[b]
             elif left == 1:  # the last unscheduled reader now frees it
-                last = next(q for q in readers[b] if not done[q])
-                freed[last] += size_of[b]
+                for last in readers[b]:
+                    if not done[last]:
+                        break
+                freed[last] += size[b]
                 if ready[last]:
-                    heappush(heap, (defined[last] - freed[last], -insts[last].user_count, last))
+                    heappush(heap, ((defined[last] - freed[last]) << _KEY) + users[last] + last)
         for q in successors[p]:
             left = waiting[q] = waiting[q] - 1
             if not left:
                 now.append(q)
     if len(order) != n:
-        raise ValueError(f"{model.computation.name}: the operand graph has a cycle")
-    return order, peak, _text_peak(reads, counts, defined, dead, size_of)
+        raise ValueError("the operand graph has a cycle")
+    return order, peak, _text_peak(reads, counts, defined, dead, size)
 
 
-def _text_peak(reads: list[tuple[Buffer, ...]], counts: dict[Buffer, int], defined: list[int], dead: list[int],
-               size_of: dict[Buffer, int]) -> int:
+def _text_peak(reads: Sequence[tuple[Hashable, ...]], counts: dict[Hashable, int], defined: list[int],
+               dead: list[int], size: dict[Hashable, int]) -> int:
     """The peak `list_schedule` measures, under the text order."""
     remaining = dict(counts)
     live = peak = 0
@@ -189,5 +158,5 @@ def _text_peak(reads: list[tuple[Buffer, ...]], counts: dict[Buffer, int], defin
         for b in mine:
             left = remaining[b] = remaining[b] - 1
             if not left:
-                live -= size_of[b]
+                live -= size[b]
     return peak
