@@ -57,7 +57,7 @@ def test_fold_that_keeps_the_gather_live_across_the_peak() -> None:
     assert price.to_json() == {"computation": "main", "kept": "g1", "removed": "g2", "live_range_extension": 4,
                                "peak_bytes_before": 1672, "peak_bytes_after": 1736, "crosses_peak": True,
                                "peak_instruction": "s", "refused": False,
-                               "schedule": "module's schedule"}
+                               "schedule": "module's schedule", "extended_from": 4}
     assert pricer.live_bytes("main") == [520, 520, 584, 648, 1672, 1736, 712, 776, 712]
 
 
@@ -68,6 +68,7 @@ def test_fold_after_the_peak_extends_the_range_but_costs_nothing() -> None:
     price = pricer.apply("main", "g1", "g2")
     # g1 now lives to 7 instead of 5, exactly where g2 lived: the profile does not move.
     assert (price.live_range_extension, price.peak_increase, price.crosses_peak) == (2, 0, False)
+    assert price.extended_from == 6  # points 6 and 7: g2 and b, past a at 5
     assert pricer.live_bytes("main") == before
 
 
