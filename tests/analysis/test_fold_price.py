@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import JAX_DATA, jax_modules
+from support import ACROSS_PEAK, JAX_DATA, jax_modules, scheduled_module
 
 import hlo_dedup
 from hlo_dedup.analysis import FoldPricer, analyze
@@ -17,22 +17,10 @@ GROUPS = "replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}"
 
 
 def _module(body: str) -> hlo_dedup.HloModule:
-    return hlo_dedup.load(f"HloModule m, is_scheduled=true\n\nENTRY main {{\n{body}}}\n")
+    return hlo_dedup.load(scheduled_module(body))
 
 
-# Bytes: w 8 and x 512 are static (520 at every point); every f32[16] is 64, big is 1024.
-ACROSS_PEAK = f"""\
-  w = f32[2]{{0}} parameter(0)
-  x = f32[128]{{0}} parameter(1)
-  g1 = f32[16]{{0}} all-gather(w), {GROUPS}
-  a = f32[16]{{0}} negate(g1)
-  big = f32[256]{{0}} concatenate(x, x), dimensions={{0}}
-  s = f32[16]{{0}} slice(big), slice={{[0:16]}}
-  g2 = f32[16]{{0}} all-gather(w), {GROUPS}
-  b = f32[16]{{0}} multiply(g2, a)
-  ROOT c = f32[16]{{0}} add(b, s)
-"""
-
+# Bytes as in support.ACROSS_PEAK.
 AFTER_PEAK = f"""\
   w = f32[2]{{0}} parameter(0)
   x = f32[128]{{0}} parameter(1)

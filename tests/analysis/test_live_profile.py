@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_fold_price import ACROSS_PEAK, REMAT_LAYERS, _module
+from support import ACROSS_PEAK, scheduled_module
+from test_fold_price import REMAT_LAYERS
 
 import hlo_dedup
 from hlo_dedup.analysis import FoldPricer
@@ -40,7 +41,7 @@ def test_the_peak_survives_in_its_own_column_and_the_size_is_bounded(n: int) -> 
 
 
 def test_a_fold_across_the_peak_is_profiled_before_and_after() -> None:
-    module = _module(ACROSS_PEAK)
+    module = hlo_dedup.load(scheduled_module(ACROSS_PEAK))
     pricer = FoldPricer(module)
     price = pricer.apply("main", "g1", "g2")
     profile = live_profile(pricer, module.entry, [price], columns=4)

@@ -10,31 +10,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support import ACROSS_PEAK, scheduled_module
 from test_html import LAYERS, report_of, write_page
 
 from hlo_dedup.analysis.live_profile import COLUMNS, Extension, LiveProfile, Peak, column_max, column_of
 from hlo_dedup.report import html, render_html
 from hlo_dedup.report.html_memory import LEFT, MAX_BARS, PLOT_W, chosen, live_chart
 from hlo_dedup.report.json import report_json
-
-GROUPS = "replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}"
-#: A remat-like fold: g2 re-gathers w after the peak at s, g1 is folded into it and lives
-#: across the peak. Bytes: w 8 and x 512 static; each f32[16] 64; big 1024. Live bytes before
-#: [520, 520, 584, 648, 1608, 1672, 712, 776, 712]; after, g1 lives on 4..7: +64 there.
-ACROSS_PEAK = f"""HloModule m, is_scheduled=true
-
-ENTRY main {{
-  w = f32[2]{{0}} parameter(0)
-  x = f32[128]{{0}} parameter(1)
-  g1 = f32[16]{{0}} all-gather(w), {GROUPS}
-  a = f32[16]{{0}} negate(g1)
-  big = f32[256]{{0}} concatenate(x, x), dimensions={{0}}
-  s = f32[16]{{0}} slice(big), slice={{[0:16]}}
-  g2 = f32[16]{{0}} all-gather(w), {GROUPS}
-  b = f32[16]{{0}} multiply(g2, a)
-  ROOT c = f32[16]{{0}} add(b, s)
-}}
-"""
 
 
 def svg_of(figure: str) -> ET.Element:
@@ -55,8 +37,10 @@ def highest_step(path: str) -> tuple[int, int]:
 
 
 def test_a_remat_like_fold_is_drawn_with_both_peaks_and_its_extension(tmp_path: Path) -> None:
+    # Live bytes before [520, 520, 584, 648, 1608, 1672, 712, 776, 712]; g2 folded into g1,
+    # g1 lives on 4..7 past a (3): after, +64 there, a peak of 1736 at s (5).
     source = tmp_path / "remat.hlo"
-    source.write_text(ACROSS_PEAK)
+    source.write_text(scheduled_module(ACROSS_PEAK))
     page = render_html(report_of([source]), "")
     figures = re.findall(r'<figure class="live">.*?</figure>', page)
     assert len(figures) == 1
