@@ -53,7 +53,7 @@ def render_html(report: RunReport, command_line: str = "") -> str:
     body += [_module_section(r, m, anchors[id(m)], len(modules) > 1, budget, charts)
              for r, m in modules if _has_content(m)]
     body.append(f'<footer>Written by hlo-dedup {escape(__version__)}. Memory figures are estimates: '
-                "live bytes with the instruction order as the schedule. Bytes saved per device: a removed "
+                "live bytes under the schedule each one names. Bytes saved per device: a removed "
                 "all-gather's output &times; (group size &minus; 1) / group size.</footer>")
     policy = (f"default-src 'none'; style-src '{STYLE_DIGEST}'; script-src '{SCRIPT_DIGEST}'; "
               "base-uri 'none'; form-action 'none'")
