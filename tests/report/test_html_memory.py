@@ -48,10 +48,12 @@ def test_a_remat_like_fold_is_drawn_with_both_peaks_and_its_extension(tmp_path: 
     # Nine points, nine columns of 96 pixels: point 5 (s) is centred at 80 + 5.5 * 96.
     peaks = {c.get("class"): c for c in svg.iter("circle")}
     assert float(peaks["peak after"].get("cx")) == float(peaks["peak before"].get("cx")) == LEFT + 5.5 * PLOT_W / 9
-    # The gridlines run 0..2000 bytes over 170 pixels from y=192: 1736 at 44, 1672 at 50.
-    assert (peaks["peak after"].get("cy"), peaks["peak before"].get("cy")) == ("44", "50")
+    # The gridlines run 0..2 KiB by 0.5 KiB over 170 pixels from y=192: 1736 at 48, 1672 at 53.
+    assert (peaks["peak after"].get("cy"), peaks["peak before"].get("cy")) == ("48", "53")
+    assert [t.text for t in svg.iter("text") if t.get("class") == "tick"][:5] == [
+        "0 B", "0.5 KiB", "1 KiB", "1.5 KiB", "2 KiB"]
     paths = {p.get("class"): p.get("d") for p in svg.iter("path")}
-    assert highest_step(paths["after"]) == (5, 44) and highest_step(paths["before"]) == (5, 50)
+    assert highest_step(paths["after"]) == (5, 48) and highest_step(paths["before"]) == (5, 53)
     # g1's extension: points 4..7 past its old last reader a (3), one bar and one shaded band.
     rects = {r.get("class"): r for r in svg.iter("rect")}
     assert (rects["span"].get("x"), rects["span"].get("width")) == ("4", "4")

@@ -11,6 +11,7 @@ draws at most `MAX_CHARTS`, for the computations with the most folds.
 from __future__ import annotations
 
 from itertools import accumulate
+from math import ceil, floor, log10
 from typing import TYPE_CHECKING, Sequence
 
 from ..analysis.live_profile import column_of
@@ -43,10 +44,10 @@ def live_chart(profile: LiveProfile) -> str:
     """The figure of one profile: the SVG and a caption that says how to read it."""
     if not profile.points:
         return ""
-    low, high, ticks = _scale(profile)
+    low, high, labels, ticks = _scale(profile)
     points, columns = profile.points, len(profile.before)
 
-    def y(value: int) -> int:
+    def y(value: float) -> int:
         return round(TOP + PLOT_H - (value - low) * PLOT_H / (high - low))
 
     extensions = profile.extensions
@@ -58,9 +59,9 @@ def live_chart(profile: LiveProfile) -> str:
     out = [f'<svg class="live" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
            f'aria-label="live bytes of {escape(profile.computation)} over its schedule, before and after its folds">',
            '<text class="axis" x="4" y="12">live bytes</text>']
-    for t in ticks:
+    for label, t in zip(labels, ticks):
         out.append(f'<line class="grid" x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{y(t)}" y2="{y(t)}"/>'
-                   f'<text class="tick" x="{LEFT - 6}" y="{y(t) + 4}" text-anchor="end">{_bytes(t)}</text>')
+                   f'<text class="tick" x="{LEFT - 6}" y="{y(t) + 4}" text-anchor="end">{label}</text>')
     scale = PLOT_W / columns
     # Integer columns on x (scaled), whole pixels on y: the two series are most of a chart's bytes.
     out.append(f'<g transform="translate({LEFT} 0) scale({_n(scale)} 1)">')
@@ -111,32 +112,28 @@ def _extension_marks(extensions: Sequence[Extension], spans: Sequence[tuple[int,
                      "</title></path>"]
 
 
-def _scale(profile: LiveProfile) -> tuple[int, int, list[int]]:
-    """The y range and its gridlines: from 0 (or, when every value is high above 0, from
-    just below the lowest) to a round value at or above the peak, in binary units."""
+def _scale(profile: LiveProfile) -> tuple[float, float, list[str], list[float]]:
+    """The y range and its gridlines (labels, values): from 0 (or, when every value is high
+    above 0, from just below the lowest) to a round value at or above the peak, in steps of
+    1, 2, 2.5 or 5 times a power of ten of the binary unit of the peak."""
     top = max(profile.peak_before.bytes, profile.peak_after.bytes, 1)
     bottom = min(min(profile.before, default=0), min(profile.after, default=0))
+    unit = 0
+    while unit < len(_UNITS) - 1 and 1024 ** (unit + 1) <= top:
+        unit += 1
+    size = 1024 ** unit
     low = bottom if bottom > 0.6 * top else 0
-    step = _step(max(top - low, 1) / 4)
-    low = low // step * step
-    high = max(-(-top // step) * step, low + step)
-    return low, high, list(range(low, high + 1, step))
+    raw = max(top - low, 1) / 4 / size
+    power = 10.0 ** floor(log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
+    step = max(step, 1) if unit == 0 else step  # no fractions of a byte
+    first, last = floor(low / size / step), max(ceil(top / size / step), floor(low / size / step) + 1)
+    values = [i * step for i in range(first, last + 1)]
+    return (values[0] * size, values[-1] * size, [f"{round(v, 6):g} {_UNITS[unit] if v else 'B'}" for v in values],
+            [v * size for v in values])
 
 
-def _step(raw: float) -> int:
-    """A round step near `raw` bytes: 1, 2 or 5 times a power of ten of a binary unit."""
-    unit = 1
-    while unit * 1024 <= raw and unit < 1 << 50:
-        unit *= 1024
-    scaled, power = raw / unit, 1
-    while power * 10 <= scaled:
-        power *= 10
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= scaled) * unit
-
-
-def _bytes(n: int) -> str:
-    """A gridline's size: '256 MiB', not '256.0 MiB'."""
-    return escape(human_bytes(n).replace(".0 ", " "))
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
 def _n(x: float) -> str:
