@@ -22,6 +22,25 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "xla-hlo"
 JAX_DATA = REPO / "tests" / "data" / "jax"
 IN_CI = os.environ.get("CI") == "true"
+#: A scheduled computation where a fold keeps a gather live across the peak (remat undone):
+#: g2 re-gathers w after the peak at s. Bytes: w 8 and x 512 are static (520 at every point);
+#: every f32[16] is 64, big is 1024.
+ACROSS_PEAK = """\
+  w = f32[2]{0} parameter(0)
+  x = f32[128]{0} parameter(1)
+  g1 = f32[16]{0} all-gather(w), replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}
+  a = f32[16]{0} negate(g1)
+  big = f32[256]{0} concatenate(x, x), dimensions={0}
+  s = f32[16]{0} slice(big), slice={[0:16]}
+  g2 = f32[16]{0} all-gather(w), replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}
+  b = f32[16]{0} multiply(g2, a)
+  ROOT c = f32[16]{0} add(b, s)
+"""
+
+
+def scheduled_module(body: str) -> str:
+    """The text of a scheduled module whose entry computation `main` is `body`."""
+    return f"HloModule m, is_scheduled=true\n\nENTRY main {{\n{body}}}\n"
 #: Every corpus file in CI (or with HLO_DEDUP_CORPUS=all); otherwise every fifth one, so the
 #: fast subset stays fast, as hypothesis draws fewer examples outside CI.
 FULL_CORPUS = IN_CI or os.environ.get("HLO_DEDUP_CORPUS") == "all"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import JAX_DATA, jax_modules
+from support import ACROSS_PEAK, JAX_DATA, jax_modules, scheduled_module
 
 import hlo_dedup
 from hlo_dedup.analysis import FoldPricer, analyze
@@ -17,22 +17,10 @@ GROUPS = "replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}"
 
 
 def _module(body: str) -> hlo_dedup.HloModule:
-    return hlo_dedup.load(f"HloModule m, is_scheduled=true\n\nENTRY main {{\n{body}}}\n")
+    return hlo_dedup.load(scheduled_module(body))
 
 
-# Bytes: w 8 and x 512 are static (520 at every point); every f32[16] is 64, big is 1024.
-ACROSS_PEAK = f"""\
-  w = f32[2]{{0}} parameter(0)
-  x = f32[128]{{0}} parameter(1)
-  g1 = f32[16]{{0}} all-gather(w), {GROUPS}
-  a = f32[16]{{0}} negate(g1)
-  big = f32[256]{{0}} concatenate(x, x), dimensions={{0}}
-  s = f32[16]{{0}} slice(big), slice={{[0:16]}}
-  g2 = f32[16]{{0}} all-gather(w), {GROUPS}
-  b = f32[16]{{0}} multiply(g2, a)
-  ROOT c = f32[16]{{0}} add(b, s)
-"""
-
+# Bytes as in support.ACROSS_PEAK.
 AFTER_PEAK = f"""\
   w = f32[2]{{0}} parameter(0)
   x = f32[128]{{0}} parameter(1)
@@ -57,7 +45,7 @@ def test_fold_that_keeps_the_gather_live_across_the_peak() -> None:
     assert price.to_json() == {"computation": "main", "kept": "g1", "removed": "g2", "live_range_extension": 4,
                                "peak_bytes_before": 1672, "peak_bytes_after": 1736, "crosses_peak": True,
                                "peak_instruction": "s", "refused": False,
-                               "schedule": "module's schedule"}
+                               "schedule": "module's schedule", "extended_from": 4}
     assert pricer.live_bytes("main") == [520, 520, 584, 648, 1672, 1736, 712, 776, 712]
 
 
@@ -68,6 +56,7 @@ def test_fold_after_the_peak_extends_the_range_but_costs_nothing() -> None:
     price = pricer.apply("main", "g1", "g2")
     # g1 now lives to 7 instead of 5, exactly where g2 lived: the profile does not move.
     assert (price.live_range_extension, price.peak_increase, price.crosses_peak) == (2, 0, False)
+    assert price.extended_from == 6  # points 6 and 7: g2 and b, past a at 5
     assert pricer.live_bytes("main") == before
 
 

@@ -57,7 +57,8 @@ _COLLECTIVES = frozenset(
 class FoldPrice(FrozenRecord):
     """What one fold does to the estimated peak of its computation.
 
-    `live_range_extension`: program points K's buffer now lives past its old last reader;
+    `live_range_extension`: program points K's buffer now lives past its old last reader,
+    from `extended_from` on (-1 when it does not grow; of a tuple, its leaf that grew most);
     `crosses_peak`: K's buffer is live at a program point holding the new peak, whose first
     instruction is `peak_instruction`; `refused` by `FoldPricer.apply_within`: the model is
     as if the fold never happened; `schedule`: the schedule the price assumes
@@ -66,13 +67,13 @@ class FoldPrice(FrozenRecord):
     """
 
     __slots__ = ("computation", "kept", "removed", "live_range_extension", "peak_bytes_before",
-                 "peak_bytes_after", "crosses_peak", "peak_instruction", "refused", "schedule")
+                 "peak_bytes_after", "crosses_peak", "peak_instruction", "refused", "schedule", "extended_from")
 
     def __init__(self, computation: str, kept: str, removed: str, live_range_extension: int,
                  peak_bytes_before: int, peak_bytes_after: int, crosses_peak: bool, peak_instruction: str,
-                 refused: bool = False, schedule: str = MODULE_SCHEDULE) -> None:
+                 refused: bool = False, schedule: str = MODULE_SCHEDULE, extended_from: int = -1) -> None:
         init_frozen(self, computation, kept, removed, live_range_extension, peak_bytes_before, peak_bytes_after,
-                    crosses_peak, peak_instruction, refused, schedule)
+                    crosses_peak, peak_instruction, refused, schedule, extended_from)
 
     @property
     def peak_increase(self) -> int:
@@ -186,13 +187,14 @@ class FoldPricer:
             raise ValueError(f"{k.name} and {r.name} have different tuple structures")
         tree = state.tree
         before = tree.peak()
-        extension = 0
+        extension, extended_from = 0, -1
         for kb, rb in zip(kept_buffers, removed_buffers):
             if rb in state.results:
                 state.replace_result(rb, kb)
+            old_end = state.end(kb)
             grown = state.fold_buffer(rb, kb)
             if grown > extension:
-                extension = grown
+                extension, extended_from = grown, old_end + 1
             self.set_item(forward, rb, kb)
             self.append(state.merged(kb), rb)
         state.absorb(k, r)
@@ -220,7 +222,7 @@ class FoldPricer:
                 crosses = True
                 break
         return FoldPrice(cl.computation.name, k.name, r.name, extension, before, after, crosses,
-                         cl.instructions[at].name, schedule=cl.schedule)
+                         cl.instructions[at].name, schedule=cl.schedule, extended_from=extended_from)
 
     def _propagate(self, comp: HloComputation) -> None:
         """A callee's nested bytes changed: update every analysed call site above it."""

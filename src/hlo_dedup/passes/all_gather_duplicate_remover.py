@@ -31,7 +31,8 @@ from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..analysis.budget import spell_bytes
-from ..analysis.fold_price import FoldPricer
+from ..analysis.fold_price import FoldPrice, FoldPricer
+from ..analysis.live_profile import live_profile
 from ..ir.shape import byte_size
 from .dce import run_dce
 from .gather_survey import GatherSurvey
@@ -148,12 +149,16 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
         found = _by_computation(module, GATHERS, _MENTION)
+        priced: dict[HloComputation, list[FoldPrice]] = {}
         for comp in module.computations if vlog else found:
             if vlog:
                 self.vlog(2, "Processing computation: %s", comp.name)
             gathers = found.get(comp)
             if gathers:
-                self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer)
+                self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer, priced)
+        # After every fold (a callee's folds change its callers' profiles), before DCE
+        # changes the module the pricer reads.
+        profiles = [live_profile(pricer, comp, prices) for comp, prices in priced.items()]
         changed = bool(folds)
         deleted: list[tuple[str, str, str]] = []
         if changed:
@@ -169,7 +174,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                                for i in insts])
         notes = survey.notes() + ([] if records else _no_gather_notes(module))
         return PassResult(self.name, changed, folds, hazards, instructions=records,
-                          near_misses=survey.near_misses(), deleted=deleted, notes=notes)
+                          near_misses=survey.near_misses(), deleted=deleted, notes=notes, profiles=profiles)
 
     def _process_computation(
         self,
@@ -181,6 +186,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         transaction: ModuleTransaction,
         survey: GatherSurvey,
         pricer: FoldPricer,
+        priced: dict[HloComputation, list[FoldPrice]],
     ) -> None:
         # The candidates: all-gathers with an operand; the survey hears why the others are not.
         candidates = [inst for inst in gathers if inst.opcode == "all-gather" and inst.operands]
@@ -259,6 +265,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             folds.append(self._record(comp, keep, inst, key_json, bool(reasons), price.to_json(),
                                       removed_text, rewired))
             survey.folded(inst, keep)
+            priced.setdefault(comp, []).append(price)
             if not reasons:
                 same_value[inst] = keep
         survey.close_computation(comp)

@@ -35,16 +35,17 @@ class PassResult(Record):
 
     `instructions`: an InstructionFate per instruction considered; `deleted`: (computation,
     name, line) of what the pass's closing DCE deleted in the computations it rewrote;
-    `notes`: what a user should know, in words.
+    `notes`: what a user should know, in words; `profiles`: per computation with a priced
+    fold, its live bytes before and after (`analysis.live_profile.LiveProfile`).
     """
 
     __slots__ = ("pass_name", "changed", "folds", "hazards", "seconds", "instructions", "near_misses", "deleted",
-                 "notes")
+                 "notes", "profiles")
 
     def __init__(self, pass_name: str, changed: bool, folds: list[Any] | None = None,
                  hazards: list[Any] | None = None, seconds: float = 0.0, instructions: list[Any] | None = None,
                  near_misses: list[Any] | None = None, deleted: list[tuple[str, str, str]] | None = None,
-                 notes: list[str] | None = None) -> None:
+                 notes: list[str] | None = None, profiles: list[Any] | None = None) -> None:
         self.pass_name = pass_name
         self.changed = changed
         self.folds = [] if folds is None else folds
@@ -54,6 +55,7 @@ class PassResult(Record):
         self.near_misses = [] if near_misses is None else near_misses
         self.deleted = [] if deleted is None else deleted
         self.notes = [] if notes is None else notes
+        self.profiles = [] if profiles is None else profiles
 
 
 class ModuleTransaction:

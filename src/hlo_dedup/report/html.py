@@ -21,6 +21,7 @@ from ..passes import FoldRecord, InstructionFate
 from ..plain import FrozenRecord, init_frozen
 from .html_sections import (Computation, Ids, changes_section, computations, fold_cards, why_not_section,
                             xla_price_section)
+from .html_memory import MAX_CHARTS, chosen, live_chart
 from .html_walk import ARROW_DEFS
 from .markup import breakable, escape
 from .memo import Memo
@@ -48,9 +49,11 @@ def render_html(report: RunReport, command_line: str = "") -> str:
         _overview(report, modules, anchors),
     ]
     budget = [OPEN_COMPUTATIONS]
-    body += [_module_section(r, m, anchors[id(m)], len(modules) > 1, budget) for r, m in modules if _has_content(m)]
+    charts = chosen([c for _, m in modules for c in m.profiles], MAX_CHARTS)
+    body += [_module_section(r, m, anchors[id(m)], len(modules) > 1, budget, charts)
+             for r, m in modules if _has_content(m)]
     body.append(f'<footer>Written by hlo-dedup {escape(__version__)}. Memory figures are estimates: '
-                "live bytes with the instruction order as the schedule. Bytes saved per device: a removed "
+                "live bytes under the schedule each one names. Bytes saved per device: a removed "
                 "all-gather's output &times; (group size &minus; 1) / group size.</footer>")
     policy = (f"default-src 'none'; style-src '{STYLE_DIGEST}'; script-src '{SCRIPT_DIGEST}'; "
               "base-uri 'none'; form-action 'none'")
@@ -78,7 +81,7 @@ def _run_name(report: RunReport) -> str:
 #: The Content-Security-Policy hashes of `html.css` and `html.js`, the page's only style and
 #: script (a test keeps them those files'): hashing them on every run would import hashlib,
 #: which loads OpenSSL.
-STYLE_DIGEST = "sha256-KDaxqJd7Pi/zByjFVRfbFOr03YQQjzxWBs3vYmCIIOM="
+STYLE_DIGEST = "sha256-CRmQdD9ZQIvCr0XxTivRtRmiA7PachLDOEv8E6v+iBw="
 SCRIPT_DIGEST = "sha256-tDSnT6c9k1eoOtVgcA3xmSYeZuHmYTvmcP3lx5JKI5c="
 
 
@@ -166,6 +169,10 @@ def _overview(report: RunReport, modules: Sequence[tuple[InputResult, ModuleRun]
         f'<div class="d">{escape(detail)}</div></div>' for label, value, detail, cls in tiles) + "</div>")
     if facts.gathers:
         out.append(_fate_bar(Counter(g.fate for g in facts.gathers)))
+    omitted = sum(len(m.profiles) for _, m in modules) - MAX_CHARTS
+    if omitted > 0:
+        out.append(f'<p class="muted">Live-bytes charts for the {plural(MAX_CHARTS, "computation")} with the most '
+                   f"folds; {plural(omitted, 'more changed computation')} without one.</p>")
     failed = [r for r in report.inputs if not r.ok]
     if report.batch is not None or len(modules) > 1 or failed:
         out.append(_modules_table(report, anchors))
@@ -284,8 +291,10 @@ def _num(value: int, text: str | None = None) -> str:
 # A module and its computations
 
 
-def _module_section(r: InputResult, m: ModuleRun, anchor: str, several: bool, budget: list[int]) -> str:
-    """A module's passes and computations; `budget[0]`: how many more computations may open."""
+def _module_section(r: InputResult, m: ModuleRun, anchor: str, several: bool, budget: list[int],
+                    charts: set[int]) -> str:
+    """A module's passes and computations; `budget[0]`: how many more computations may open;
+    `charts`: the ids of the profiles the page draws."""
     comps = computations(m)
     ids = Ids(anchor)
     where = escape(r.input if m.input == "-" or not m.input else m.input)
@@ -299,7 +308,7 @@ def _module_section(r: InputResult, m: ModuleRun, anchor: str, several: bool, bu
     for comp in comps:
         open_ = budget[0] > 0 and (comp.notable or len(comps) == 1 and not several)
         budget[0] -= open_
-        out.append(_computation_section(comp, ids, open_))
+        out.append(_computation_section(comp, ids, open_, charts))
     why = why_not_section(m, ids)
     if why:
         out.append(why)
@@ -307,7 +316,7 @@ def _module_section(r: InputResult, m: ModuleRun, anchor: str, several: bool, bu
     return "".join(out)
 
 
-def _computation_section(comp: Computation, ids: Ids, open_: bool) -> str:
+def _computation_section(comp: Computation, ids: Ids, open_: bool, charts: set[int]) -> str:
     facts = []
     if comp.gathers:
         facts.append(plural(len(comp.gathers), "all-gather"))
@@ -330,6 +339,10 @@ def _computation_section(comp: Computation, ids: Ids, open_: bool) -> str:
     summary = (f'<summary><span class="title">{escape(comp.name)}</span><span class="facts">'
                f'{escape(" · ".join(facts))}{"".join(badges)}</span></summary>')
     body = []
+    if comp.profile is not None:
+        body.append(live_chart(comp.profile) if id(comp.profile) in charts else
+                    f'<p class="muted">No live-bytes chart: the page draws {MAX_CHARTS}, for the computations '
+                    "with the most folds.</p>")
     if comp.gathers:
         body.append(_gather_table(comp, ids))
     if comp.kernels:

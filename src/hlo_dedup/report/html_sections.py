@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..passes import FoldRecord, Hazard, InstructionFate
 from ..plain import Record
@@ -14,6 +14,9 @@ from .html_walk import fold_svg
 from .markup import breakable, escape
 from .model import ModuleRun
 from .units import human_bytes, plural
+
+if TYPE_CHECKING:
+    from ..analysis.live_profile import LiveProfile
 
 NEAR_MISS_TITLES = {
     "key_field": "The same parameter, gathered with different keys",
@@ -30,9 +33,10 @@ _MAX_GROUPS_CHARS = 48
 
 
 class Computation(Record):
-    """What a module's passes recorded about one computation (`deleted`: (name, line))."""
+    """What a module's passes recorded about one computation (`deleted`: (name, line);
+    `profile`: its live bytes before and after its priced folds)."""
 
-    __slots__ = ("name", "gathers", "kernels", "folds", "hazards", "deleted")
+    __slots__ = ("name", "gathers", "kernels", "folds", "hazards", "deleted", "profile")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -41,6 +45,7 @@ class Computation(Record):
         self.folds: list[FoldRecord] = []
         self.hazards: list[Hazard] = []
         self.deleted: list[tuple[str, str]] = []
+        self.profile: LiveProfile | None = None
 
     @property
     def refused(self) -> list[InstructionFate]:
@@ -70,6 +75,8 @@ def computations(m: ModuleRun) -> list[Computation]:
             at(h.computation).hazards.append(h)
         for comp, name, line in p.deleted:
             at(comp).deleted.append((name, line))
+        for profile in p.profiles:
+            at(profile.computation).profile = profile
     return list(groups.values())
 
 
@@ -170,6 +177,9 @@ def _price_facts(memory: dict | None) -> list[tuple[str, str]]:
     rise = after - before
     change = f'<b class="up">+{human_bytes(rise)}</b>' if rise > 0 else "<b>&plusmn;0</b>"
     live = f"<b>{memory['live_range_extension']}</b> instructions longer"
+    start = memory.get("extended_from", -1)
+    if start >= 0 and memory["live_range_extension"] > 0:  # as the computation's chart marks it
+        live += f" (program points {start}&ndash;{start + memory['live_range_extension'] - 1})"
     if memory.get("crosses_peak"):
         live += f", through the peak at <code>{escape(str(memory.get('peak_instruction', '')))}</code>"
     schedule = f" <small>({escape(str(memory['schedule']))})</small>" if memory.get("schedule") else ""

@@ -15,6 +15,7 @@ from ..plain import FrozenRecord, Record, init_frozen
 from ..passes import FoldRecord, Hazard, InstructionFate, NearMiss, PassResult
 
 if TYPE_CHECKING:
+    from ..analysis.live_profile import LiveProfile
     from ..io.discovery import Skipped  # made by discovery, which a single-file run does not load
 
 #: Exit statuses: 1 only for a pass that failed (e.g. a RET_CHECK) or a --verify difference;
@@ -68,6 +69,11 @@ class ModuleRun(Record):
     @property
     def near_misses(self) -> list[NearMiss]:
         return [n for p in self.passes for n in p.near_misses]
+
+    @property
+    def profiles(self) -> list[LiveProfile]:
+        """Per computation with priced folds, its live bytes before and after them."""
+        return [c for p in self.passes for c in p.profiles]
 
     def peak_changes(self) -> dict[str, tuple[int, int]]:
         """Per computation with priced folds: its estimated peak bytes before and after them."""
