@@ -176,7 +176,7 @@ def _price_facts(memory: dict | None) -> list[tuple[str, str]]:
     before, after = memory["peak_bytes_before"], memory["peak_bytes_after"]
     rise = after - before
     change = f'<b class="up">+{human_bytes(rise)}</b>' if rise > 0 else "<b>&plusmn;0</b>"
-    live = f"<b>{memory['live_range_extension']}</b> instructions longer"
+    live = f"<b>{memory['live_range_extension']}</b> program points longer"
     start = memory.get("extended_from", -1)
     if start >= 0 and memory["live_range_extension"] > 0:  # as the computation's chart marks it
         live += f" (program points {start}&ndash;{start + memory['live_range_extension'] - 1})"
