@@ -31,6 +31,8 @@ __all__ = ["Limit", "RunTimeout", "run_watched"]
 
 #: How often the parent looks at a running job's clocks when it waits on CPU time too.
 _POLL_SECONDS = 0.2
+#: The longest one wait on the child's pipe (select's timeout has a ceiling; a limit may be inf).
+_LONGEST_WAIT = 3600.0
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class _Events:
         deadline = time.monotonic() + wait
         while b"\n" not in self.buffer and not self.closed:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+            if left <= 0 or not select.select([self.fd], [], [], min(left, _LONGEST_WAIT))[0]:
                 return None
             chunk = os.read(self.fd, 4096)
             self.buffer += chunk
