@@ -80,6 +80,43 @@ def jax_modules() -> list[Path]:
     return sorted(JAX_DATA.glob("*.hlo"))
 
 
+def while_module(condition: str) -> str:
+    """A module whose `while` doubles f32[4] as long as `condition` (an HLO instruction on the
+    counter `i`, s32[]) holds: `compare(i, three), direction=LT` ends after 3 trips, `constant(true)`
+    never does (XLA:CPU runs it until it is stopped)."""
+    return f"""HloModule loop
+
+cond {{
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  three = s32[] constant(3)
+  ROOT keep_going = pred[] {condition}
+}}
+
+body {{
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[4] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  twice = f32[4] add(x, x)
+  ROOT state = (s32[], f32[4]) tuple(next, twice)
+}}
+
+ENTRY main {{
+  a = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, a)
+  loop = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT out = f32[4] get-tuple-element(loop), index=1
+}}
+"""
+
+
+ENDLESS_WHILE = while_module("constant(true)")
+ENDING_WHILE = while_module("compare(i, three), direction=LT")
+
+
 def xla_client() -> ModuleType:
     """jaxlib's xla_client (the oracle); skipped without jaxlib, but never in CI."""
     try:

@@ -4,12 +4,13 @@
               [--format=hlo|txt|pb|pbtxt] [--emit-proto | --output-format=hlo|pb|pbtxt]
               [--split-input-file] [--v=N] [--vmodule=file=N,...] [--report=FILE.json]
               [--dot=FILE.dot] [--html=FILE.html] [--strict] [--max-peak-increase=BYTES]
-              [--spmd | --no-spmd] [--verify [--replicas N] [--partitions M]] [--report-only]
+              [--spmd | --no-spmd] [--verify [--replicas N] [--partitions M] [--timeout S]]
+              [--report-only]
               [--price=model|xla]
     hlo-dedup INPUT... (--output-dir OUT | --report-only) [-j N] [--stage REGEX]
               [--module REGEX] [the options above]                       (batch mode)
     hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--replicas N] [--partitions M]
-              [--rtol R] [--atol A] [--json]
+              [--timeout S] [--rtol R] [--atol A] [--json]
 
 This module parses the arguments into `hlo_dedup.run.RunOptions`, hands them to
 `run.run_file` (one input) or `batch.run_batch` (several), and turns errors into exit
@@ -187,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="before writing, run input and output on XLA:CPU and require bitwise-equal "
                              "results (needs the xla extra); nothing is written on a difference (exit 1) "
                              "or when XLA:CPU cannot run a module (exit 2), as with `hlo-dedup verify`")
-    add_participant_arguments(parser)
+    add_verify_arguments(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -232,6 +233,7 @@ def options_from_args(args: argparse.Namespace, command_line: str = "") -> RunOp
         spmd=args.spmd,
         verify=args.verify,
         participants=given_participants(args),
+        verify_timeout=args.timeout,
         v=args.v,
         vmodule=args.vmodule,
         report=args.report,
@@ -318,8 +320,8 @@ def _main(arguments: list[str], stdin, stdout, stderr) -> int:  # noqa: ANN001
             stdout.write(",".join(pass_names()) + "\n")
             stdout.flush()
             return EXIT_OK
-        if (args.replicas or args.partitions) and not args.verify:
-            raise UsageError("--replicas/--partitions say what --verify runs the modules on: add --verify")
+        if (args.replicas or args.partitions or args.timeout is not None) and not args.verify:
+            raise UsageError("--replicas/--partitions/--timeout say how --verify runs the modules: add --verify")
         if _is_batch(args):
             _check_batch(args)
             from .batch import run_batch
@@ -360,8 +362,9 @@ def build_verify_parser() -> argparse.ArgumentParser:
         prog=f"{PROG} verify",
         description="Run BEFORE and AFTER on XLA:CPU with identical seeded inputs and compare every "
         "output bitwise; BEFORE runs twice, in separate processes, to show it reproduces itself. Exit 0 "
-        "equal, 1 different, 2 could not compile/run, or cannot judge (BEFORE does not reproduce itself "
-        "or gives NaN/Inf).",
+        "equal, 1 different (or AFTER does not finish where BEFORE does: see --timeout), 2 could not "
+        "compile/run, or cannot judge (BEFORE does not reproduce itself, gives NaN/Inf, or does not finish "
+        "within --timeout).",
     )
     parser.add_argument("before", metavar="BEFORE", help="the original module (HLO text or HloModuleProto)")
     parser.add_argument("after", metavar="AFTER", help="the rewritten module")
@@ -371,8 +374,7 @@ def build_verify_parser() -> argparse.ArgumentParser:
                         help="multi-partition modules: partition with XLA's SPMD partitioner (--spmd) "
                         "or run as already-partitioned per-device programs (--no-spmd); default: "
                         "ENTRY named *_spmd is already partitioned")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per XLA run (default 300)")
-    add_participant_arguments(parser)
+    add_verify_arguments(parser)
     parser.add_argument("--rtol", type=_tolerance, metavar="R",
                         help="outputs within R relative difference count as equal (default: bitwise)")
     parser.add_argument("--atol", type=_tolerance, metavar="A",
@@ -381,13 +383,20 @@ def build_verify_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_participant_arguments(parser: argparse.ArgumentParser) -> None:
-    """--replicas / --partitions: the device counts a module runs on under verify."""
+def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
+    """--replicas / --partitions: the device counts a module runs on under verify; --timeout:
+    how long it may run (see `hlo_dedup.equivalence`, *Time*)."""
     parser.add_argument("--replicas", type=_positive_int, metavar="N",
                         help="verify: run on N replicas (default: the header's replica_count, a dump's device "
                              "assignment, else what the collectives need)")
     parser.add_argument("--partitions", type=_positive_int, metavar="M",
                         help="verify: run on M partitions (default: as for --replicas, from num_partitions)")
+    parser.add_argument("--timeout", type=_seconds, metavar="S",
+                        help="verify: seconds the original module's execution may take (default 60; its compile "
+                             "is not counted, and may take 300 s or S if longer); past them it may loop forever "
+                             "and cannot be judged (exit 2). The rewritten module may then take 10 x the "
+                             "original's time, at least 10 s (or S if less): past that, it is reported as "
+                             "different (exit 1), since it does not end where the original does")
 
 
 def given_participants(args: argparse.Namespace):  # noqa: ANN201 - Participants | None (kept out of start-up)
@@ -397,6 +406,16 @@ def given_participants(args: argparse.Namespace):  # noqa: ANN201 - Participants
     from .analysis.participants import Participants
 
     return Participants(args.replicas or 1, args.partitions or 1, "command line")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:  # NaN too; inf waits for ever
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def _tolerance(text: str) -> float:

@@ -22,6 +22,14 @@ show that it can serve as the reference:
   unused seed is tried instead; if they still do, or if BEFORE does not reproduce itself
   bitwise, the verdict is ``cannot_judge`` (exit 2) with the reason — with ``rtol``/``atol``,
   the replay and AFTER need only be that close.
+* **Time.** A module whose ``while`` never ends runs until it is stopped, so each execution
+  has a limit (compiles have their own, ``COMPILE_SECONDS``). BEFORE runs first, within
+  ``timeout`` (``DEFAULT_TIMEOUT``, 60 s): past it, BEFORE may loop forever and is no
+  reference (``cannot_judge``, raise the timeout). AFTER, and BEFORE's replay, are then given
+  ``SLOWDOWN`` (10) times what BEFORE's run took, and at least ``FLOOR_SECONDS`` (10 s, or
+  ``timeout`` if less), on the wall clock and in CPU time both: an AFTER stopped there does
+  not end where BEFORE does, a real difference in behaviour (``different``), while a correct
+  rewrite slowed by a busy machine still needs more CPU time than that to be stopped.
 
 Every entry parameter gets a deterministic random value (see ``hlo_dedup.xla.execute.INPUTS``)
 that depends only on the seed, the parameter's index, its dtype and dimensions and (for
@@ -56,17 +64,23 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
+from hlo_dedup.xla.runnable import cpu_runnable_text
+
 __all__ = ["EquivalenceReport", "clear_run_cache", "check_equivalence_many", "check_equivalence", "cpu_runnable_text"]
 
 Status = Literal["equal", "different", "cannot_judge", "error"]
 _EXIT_CODES = {"equal": 0, "different": 1, "cannot_judge": 2, "error": 2}
+#: Seconds BEFORE's execution may take unless the caller says (`timeout`, --timeout).
+DEFAULT_TIMEOUT = 60.0
+#: Seconds a compile may take (or `timeout` if longer): large modules compile slowly.
+COMPILE_SECONDS = 300.0
+#: AFTER, and BEFORE's replay, may take this many times what BEFORE's run took ...
+SLOWDOWN = 10
+#: ... and at least this many seconds (or `timeout` if less).
+FLOOR_SECONDS = 10.0
 _CUSTOM_CALL = re.compile(r"custom call to (\S+?)(?: for |\s*$)")
 _NEURON_TARGET = re.compile(r"^(?:AwsNeuron|Neuron|__neuron|neuron)", re.IGNORECASE)
 _LAYOUT_BITCAST = "Unexpected bitcast operation seen during layout assignment"
-_SCHEDULED = re.compile(r",\s*is_scheduled=true\b")
-_MESH_GROUPS = "replica_groups=mesh["
-#: Attributes only a fusion has; the call that replaces it has none of them.
-_FUSION_ONLY = ("kind", "calls", "backend_config", "output_to_operand_aliasing")
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,7 @@ class EquivalenceReport:
     max_rel_diff: float | None = None
     mismatched_elements: int | None = None
     failed: Literal["before", "after"] | None = None  # which module XLA could not handle
+    timed_out: Literal["before", "after"] | None = None  # which module's run was stopped past its limit
     participants_source: str | None = None  # command line, header, device assignment, collectives, default
     participants_detail: str | None = None  # for counts read off the collectives: which one fixed them
     judged_seeds: tuple[int, ...] | None = None  # the seeds compared (a non-finite seed is replaced)
@@ -184,80 +199,6 @@ def _clarify(message: str) -> str:
     return message
 
 
-def cpu_runnable_text(text: str) -> str:
-    """`text` as XLA:CPU can compile it from scratch, and run the collectives written in it.
-
-    XLA:CPU runs its whole pipeline on what it is given. Post-optimization text carries what
-    only the backend that wrote it reads: fusions, whose kind and backend config the CPU
-    emitter rejects ("Fusion must have backend config", "Unsupported fusion kind"), and a
-    schedule. A fusion computes what a call of its fused computation computes, so each becomes
-    that call; the header's `is_scheduled=true` goes; XLA:CPU then fuses and schedules anew.
-    A bitcast between arrays of one element type whose layouts are both the default
-    (row-major) reads the elements in the order a reshape does, so it becomes that reshape:
-    XLA's HLO-to-StableHLO import, which the run goes through, keeps a bitcast's layouts and
-    pairs them with the wrong shape ("layout minor_to_major field contains 3 elements, but
-    shape has 2 dimensions"). Other bitcasts stay, and XLA says why it cannot run them.
-
-    Mesh replica groups (`mesh['a'=4,'b'=2], device_ids=(...) {'a'}`) are spelled out as the
-    list of groups they stand for: the HLO -> StableHLO conversion a run goes through drops
-    their `device_ids`, and on the way back every group is read against one of the module's
-    meshes, so a module with several meshes would run collectives over other devices than
-    written (groups of one device under an eight-device all-gather read memory never written).
-    Other text, and text hlo_dedup's reader rejects (XLA reports it), is returned as is.
-    """
-    if (" fusion(" not in text and "is_scheduled=true" not in text and " bitcast(" not in text
-            and _MESH_GROUPS not in text):
-        return text
-    from hlo_dedup.text import parse_module
-
-    try:
-        module = parse_module(text)
-    except (ValueError, RuntimeError):  # HloParseError, the IR's errors: XLA will say what is wrong
-        return text
-    for computation in module.computations:
-        for instruction in computation.instructions:
-            if instruction.opcode == "bitcast" and _reads_as_reshape(instruction):
-                instruction.opcode = "reshape"
-                instruction.mark_changed()
-            groups = instruction.attr("replica_groups")
-            if groups is not None and groups.startswith("mesh["):
-                instruction.set_attr("replica_groups", _listed_groups(groups))
-            if instruction.opcode != "fusion" or instruction.attr("calls") is None:
-                continue
-            callee = instruction.attr("calls")
-            for key in _FUSION_ONLY:
-                instruction.set_attr(key, None)
-            instruction.opcode = "call"
-            instruction.set_attr("to_apply", callee)
-    lowered = module.to_text()
-    header_end = lowered.find("\n")
-    header = _SCHEDULED.sub("", lowered[:header_end])
-    return header + lowered[header_end:]
-
-
-def _reads_as_reshape(bitcast: Any) -> bool:
-    """A bitcast of one array to another of its element type, both row-major: a reshape."""
-    from hlo_dedup.ir.shape import Layout
-
-    try:
-        shapes = (bitcast.shape, bitcast.operands[0].shape)
-    except (ValueError, RuntimeError, IndexError):
-        return False
-    if not all(shape.tuple_shapes is None and shape.is_array for shape in shapes):
-        return False
-    if shapes[0].element_type is not shapes[1].element_type:
-        return False
-    return all(shape.layout is None or shape.layout.equality_key() == Layout.default(len(shape.dimensions)).equality_key()
-               for shape in shapes)
-
-
-def _listed_groups(mesh_groups: str) -> str:
-    """`{{0,2,4,6},{1,3,5,7}}`: the groups a mesh `replica_groups` value stands for."""
-    from hlo_dedup.ir.replica_groups import ReplicaGroups, parse_replica_groups
-
-    return ReplicaGroups.from_groups(parse_replica_groups(mesh_groups).groups).to_text()
-
-
 def _entry_parameters(text: str) -> list[tuple[Any, str]]:
     from hlo_dedup.xla import isolated
 
@@ -340,7 +281,7 @@ def check_equivalence(
     seed: int = 0,
     runs: int = 1,
     spmd: bool | None = None,
-    timeout: float = 300,
+    timeout: float | None = None,
     participants: Any = None,
     device_assignments: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None),
     rtol: float | None = None,
@@ -354,8 +295,9 @@ def check_equivalence(
     from the ENTRY name (``*_spmd`` = already partitioned), as :func:`hlo_dedup.xla.oracle.run_module`
     does. ``participants`` (a :class:`hlo_dedup.analysis.participants.Participants`) overrides
     what the modules state; ``device_assignments`` are (replicas, partitions) a proto carried
-    beside each text. ``rtol``/``atol`` accept outputs (and BEFORE's replay) that close. Never
-    raises for a module XLA rejects: that is an ``error`` report carrying XLA's message.
+    beside each text. ``rtol``/``atol`` accept outputs (and BEFORE's replay) that close. ``timeout``:
+    the seconds BEFORE's execution may take (None: ``DEFAULT_TIMEOUT``; see the module's *Time*).
+    Never raises for a module XLA rejects: that is an ``error`` report carrying XLA's message.
     """
     (report,) = check_equivalence_many([(before_text, after_text)], seed=seed, runs=runs, spmd=spmd, timeout=timeout,
                                        participants=participants, device_assignments=[device_assignments],
@@ -383,7 +325,7 @@ def check_equivalence_many(
     seed: int = 0,
     runs: int = 1,
     spmd: bool | None = None,
-    timeout: float = 300,
+    timeout: float | None = None,
     participants: Any = None,
     device_assignments: Sequence[tuple[Any, Any]] | None = None,
     rtol: float | None = None,
@@ -392,9 +334,9 @@ def check_equivalence_many(
     """:func:`check_equivalence` for several (BEFORE, AFTER) pairs, their runs sharing child processes.
 
     Starting a child (importing jax) costs more than running a small module, so the BEFOREs
-    all run in one child, the AFTERs and then BEFOREs' replays in a second (and BEFOREs whose
-    first seed gave NaN/Inf are run again with the next seed in those children, replayed in a
-    third). Each child gets the largest device count its modules need.
+    all run in one child, the AFTERs and then BEFOREs' replays in another (BEFOREs whose first
+    seed gave NaN/Inf run with the next seed in a child between the two). Each child gets the
+    largest device count its modules need.
     """
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
@@ -424,50 +366,85 @@ def check_equivalence_many(
         live.append(pair if report is None else None)
     running = [pair for pair in live if pair is not None]
 
-    # 1. BEFORE, in its own child.
-    _run_round(oracle, [(pair.first, pair.before, s, True) for pair in running for s in seeds], spmd, timeout)
-    # 2. AFTER, then BEFORE's replay, in a second child; a seed whose BEFORE is not finite is
-    #    replaced by the next unused seed, run here and replayed in a third child.
+    # 1. BEFORE, in its own child, each run within `timeout`. 2. Where BEFORE's outputs are not
+    # finite, BEFORE with the next unused seed, in a second child. 3. For each seed judged,
+    # AFTER, then BEFORE's replay, in a third, each within what BEFORE's own run allows.
+    limits = _Limits(oracle, DEFAULT_TIMEOUT if timeout is None else timeout)
+    _run_round(oracle, [(pair.first, pair.before, s, True, limits.before) for pair in running for s in seeds],
+               spmd, limits)
     spare = {s: seed + runs + i for i, s in enumerate(seeds)}
-    second: list[tuple[dict, str, int, bool]] = []
-    third: list[tuple[dict, str, int, bool]] = []
+    _run_round(oracle, [(pair.first, pair.before, spare[s], True, limits.before) for pair in running for s in seeds
+                        if _finished(oracle, pair.first[s]) and oracle.non_finite(pair.first[s]) is not None],
+               spmd, limits)
+    last: list[tuple[dict, str, int, bool, Any]] = []
     for pair in running:
         for s in seeds:
-            outcome = pair.first[s]
-            if not isinstance(outcome, oracle.RunResult):
+            t = _judged_seed(oracle, pair, s, spare[s])
+            if t is None:
                 continue
-            judged = [s]
-            if oracle.non_finite(outcome) is not None:
-                second.append((pair.first, pair.before, spare[s], True))
-                third.append((pair.replay, pair.before, spare[s], False))
-                judged.append(spare[s])
-            for t in judged:
-                if not pair.same_text:
-                    second.append((pair.other, pair.after, t, True))
-            second.append((pair.replay, pair.before, s, False))
-    _run_round(oracle, second, spmd, timeout)
-    _run_round(oracle, third, spmd, timeout)
+            limit = limits.after(pair.first[t])
+            if not pair.same_text:
+                last.append((pair.other, pair.after, t, True, limit))
+            last.append((pair.replay, pair.before, t, False, limit))
+    _run_round(oracle, last, spmd, limits)
 
     final = []
     for report, pair in zip(reports, live):
-        final.append(report if pair is None else _verdict(oracle, pair, seeds, spare, base, rtol, atol))
+        final.append(report if pair is None else _verdict(oracle, pair, seeds, spare, base, rtol, atol, limits))
     return final
 
 
-def _run_round(oracle: Any, jobs: list[tuple[dict, str, int, bool]], spmd: bool | None, timeout: float) -> None:
-    """Run (text, seed) jobs in one child and file each outcome in its dict under its seed; a job
-    marked cacheable is taken from, and put in, the run cache (a replay never is)."""
+def _finished(oracle: Any, outcome: Any) -> bool:
+    return isinstance(outcome, oracle.RunResult)
+
+
+def _judged_seed(oracle: Any, pair: _Pair, s: int, spare: int) -> int | None:
+    """The seed that judges `s`: `s` if BEFORE's run with it gave finite outputs, else `spare`
+    if that one did; None when BEFORE did not finish or stayed non-finite (nothing to compare)."""
+    for t in (s, spare):
+        outcome = pair.first.get(t)
+        if not _finished(oracle, outcome):
+            return None
+        if oracle.non_finite(outcome) is None:
+            return t
+    return None
+
+
+class _Limits:
+    """How long verify's runs may take. A compile, `COMPILE_SECONDS` (or `timeout` if longer):
+    its time says nothing of what the module computes. BEFORE's execution, `timeout`: past it,
+    BEFORE may loop forever and is no reference. AFTER's, and BEFORE's replay, `SLOWDOWN` times
+    what BEFORE's own run took, and at least `FLOOR_SECONDS` (or `timeout` if less), on the
+    wall clock and in CPU time both, so that a busy machine does not make a correct rewrite
+    look endless."""
+
+    def __init__(self, oracle: Any, timeout: float) -> None:
+        self.oracle = oracle
+        self.compile = max(COMPILE_SECONDS, timeout)
+        self.before = oracle.Limit(timeout)
+        self.floor = min(FLOOR_SECONDS, timeout)
+
+    def after(self, before: Any) -> Any:
+        return self.oracle.Limit(max(self.floor, SLOWDOWN * before.seconds),
+                                 max(self.floor, SLOWDOWN * before.cpu_seconds))
+
+
+def _run_round(oracle: Any, jobs: list[tuple[dict, str, int, bool, Any]], spmd: bool | None, limits: _Limits) -> None:
+    """Run (text, seed) jobs, each within its execution limit, in one child and file each outcome
+    in its dict under its seed; a job marked cacheable is taken from, and put in, the run cache
+    (a replay never is)."""
     pending = []
-    for outcomes, text, s, cacheable in jobs:
+    for outcomes, text, s, cacheable, limit in jobs:
         key = _cache_key(text, s, spmd)
         if cacheable and key in _run_cache:
             outcomes[s] = _run_cache[key]
         else:
-            pending.append((outcomes, text, s, cacheable, key))
+            pending.append((outcomes, text, s, cacheable, key, limit))
     if not pending:
         return
-    results = oracle.run_modules([(text, s) for _, text, s, _, _ in pending], spmd=spmd, timeout=timeout)
-    for (outcomes, _, s, cacheable, key), result in zip(pending, results):
+    results = oracle.run_modules([(text, s) for _, text, s, _, _, _ in pending], spmd=spmd, timeout=limits.compile,
+                                 limits=[limit for *_, limit in pending])
+    for (outcomes, _, s, cacheable, key, _), result in zip(pending, results):
         outcomes[s] = result
         if cacheable and isinstance(result, oracle.RunResult):
             _cache_put(key, result)
@@ -498,7 +475,7 @@ def _precheck(before_text: str, after_text: str, base: dict[str, Any], participa
 
 
 def _verdict(oracle: Any, pair: _Pair, seeds: list[int], spare: dict[int, int], base: dict[str, Any],
-             rtol: float | None, atol: float | None) -> EquivalenceReport:
+             rtol: float | None, atol: float | None, limits: _Limits) -> EquivalenceReport:
     from hlo_dedup.xla.differences import describe_difference
 
     chosen = pair.participants
@@ -510,14 +487,14 @@ def _verdict(oracle: Any, pair: _Pair, seeds: list[int], spare: dict[int, int], 
     for s in seeds:
         before = pair.first[s]
         if not isinstance(before, oracle.RunResult):
-            return _failure("before", before, base)
+            return _failure("before", before, base, limits)
         bad = oracle.non_finite(before)
         t = s
         if bad is not None:
             t = spare[s]
             before = pair.first[t]
             if not isinstance(before, oracle.RunResult):
-                return _failure("before", before, base)
+                return _failure("before", before, base, limits)
             again = oracle.non_finite(before)
             if again is not None:
                 index, n, size = again
@@ -529,7 +506,7 @@ def _verdict(oracle: Any, pair: _Pair, seeds: list[int], spare: dict[int, int], 
         judged.append(t)
         replay = pair.replay[t]
         if not isinstance(replay, oracle.RunResult):
-            return _failure("before", replay, base)
+            return _failure("replay", replay, base, limits, before)
         base["per_device"] = before.per_device
         count = len(before.outputs)
         again = oracle.compare_results(before, replay, rtol, atol)
@@ -545,7 +522,7 @@ def _verdict(oracle: Any, pair: _Pair, seeds: list[int], spare: dict[int, int], 
             return EquivalenceReport("cannot_judge", message, num_outputs=count, baseline_reproduced=False, **base)
         after = replay if pair.same_text else pair.other[t]
         if not isinstance(after, oracle.RunResult):
-            return _failure("after", after, base)
+            return _failure("after", after, base, limits, before)
         comparison = oracle.compare_results(before, after, rtol, atol)
         if comparison.equal:
             continue
@@ -565,6 +542,27 @@ def _verdict(oracle: Any, pair: _Pair, seeds: list[int], spare: dict[int, int], 
                              judged_seeds=tuple(judged), baseline_reproduced=True, **base)
 
 
-def _failure(side: str, outcome: Any, base: dict[str, Any]) -> EquivalenceReport:
-    message = f"XLA:CPU could not compile/run {side.upper()}: {_clarify(str(outcome))}"
-    return EquivalenceReport("error", message, failed=side, **base)  # type: ignore[arg-type]
+def _failure(run: Literal["before", "replay", "after"], outcome: Any, base: dict[str, Any], limits: _Limits,
+             before: Any = None) -> EquivalenceReport:
+    """The report of a run that gave no outputs: XLA could not compile or run it (`error`), or its
+    execution was stopped past its limit (BEFORE: `cannot_judge`; AFTER: `different`)."""
+    side = "after" if run == "after" else "before"
+    if not (isinstance(outcome, limits.oracle.RunTimeout) and outcome.phase == "execution"):
+        message = f"XLA:CPU could not compile/run {side.upper()}: {_clarify(str(outcome))}"
+        if isinstance(outcome, limits.oracle.RunTimeout):  # the compile's
+            message += f" (a compile is given {COMPILE_SECONDS:g} s, or --timeout if longer)"
+        return EquivalenceReport("error", message, failed=side, **base)  # type: ignore[arg-type]
+    if run == "before":
+        message = (f"the original module did not finish in {outcome.limit.seconds:g} s (it may loop forever), so "
+                   "there is nothing to compare with; raise --timeout to give it longer")
+        return EquivalenceReport("cannot_judge", message, timed_out="before", **base)
+    allowed = (f"{SLOWDOWN} x the original's time ({before.seconds:.3g} s with seed {before.seed}"
+               + (f", at least {limits.floor:g} s)" if outcome.limit.seconds <= limits.floor else ")"))
+    if run == "replay":
+        message = (f"the original module did not finish its second run, in another process, within {allowed}, "
+                   "so its time is no reference")
+        return EquivalenceReport("cannot_judge", message, timed_out="before", baseline_reproduced=False, **base)
+    message = (f"the rewritten module did not finish within {allowed}: it was stopped after {outcome.seconds:.3g} s "
+               "and may loop forever where the original ends")
+    return EquivalenceReport("different", message, timed_out="after", differing_seed=before.seed,
+                             judged_seeds=(before.seed,), baseline_reproduced=True, **base)

@@ -97,21 +97,23 @@ class RunOptions(FrozenRecord):
     compiles each module before and after; the budget is then decided with its peaks, see
     `hlo_dedup.price`).
     `command_line` is the command as typed, for the page to say what produced it.
-    `participants`: the replicas x partitions --verify runs modules on (None: what they state or need).
+    `participants`: the replicas x partitions --verify runs modules on (None: what they state or need);
+    `verify_timeout`: the seconds its run of an input may take (None: `equivalence.DEFAULT_TIMEOUT`).
     """
 
     __slots__ = ("passes", "input_format", "output_format", "split_input_file", "strict", "max_peak_increase",
                  "spmd", "verify", "v", "vmodule", "report", "dot", "report_only", "html", "command_line",
-                 "price", "participants")
+                 "price", "participants", "verify_timeout")
 
     def __init__(self, passes: tuple[str, ...] = DEFAULT_PIPELINE, input_format: str | None = None,
                  output_format: str | None = None, split_input_file: bool = False, strict: bool = False,
                  max_peak_increase: int | None = None, spmd: bool = True, verify: bool = False, v: int = 0,
                  vmodule: str = "", report: str | None = None, dot: str | None = None, report_only: bool = False,
                  html: str | None = None, command_line: str = "", price: str = "model",
-                 participants: Any = None) -> None:
+                 participants: Any = None, verify_timeout: float | None = None) -> None:
         init_frozen(self, passes, input_format, output_format, split_input_file, strict, max_peak_increase, spmd,
-                    verify, v, vmodule, report, dot, report_only, html, command_line, price, participants)
+                    verify, v, vmodule, report, dot, report_only, html, command_line, price, participants,
+                    verify_timeout)
 
     @property
     def verbose(self) -> bool:
@@ -348,7 +350,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
 
     # The display is gone before anything is written (stdout may be the same terminal).
     if options.verify:
-        failure = _verify(befores, modules, result.modules, name, log, options.participants, assignment)
+        failure = _verify(befores, modules, result.modules, name, log, options, assignment)
         if failure is not None:
             result.exit_status, result.error = failure
             return
@@ -387,7 +389,7 @@ def _price_with_xla(befores: list[str], modules: list, runs: list[ModuleRun], op
 
 
 def _verify(befores: list[str], modules: list, runs: list[ModuleRun], name: str,  # noqa: ANN001
-            log: TextIO, participants: Any, assignment: tuple[int, int] | None) -> tuple[int, str] | None:
+            log: TextIO, options: RunOptions, assignment: tuple[int, int] | None) -> tuple[int, str] | None:
     """`--verify`: the rewrite must compute bitwise what the input computed; each verdict is
     kept in its ModuleRun (the report's `verify`). The exit status is `hlo-dedup verify`'s:
     1 the results differ, 2 XLA:CPU could not run a module or the input is no reference."""
@@ -397,8 +399,8 @@ def _verify(befores: list[str], modules: list, runs: list[ModuleRun], name: str,
         label = f"verify {module.name}"
         verdict = "error"
         try:
-            report = check_equivalence(before, module.to_text(), participants=participants,
-                                       device_assignments=(assignment, assignment))
+            report = check_equivalence(before, module.to_text(), participants=options.participants,
+                                       device_assignments=(assignment, assignment), timeout=options.verify_timeout)
         except Exception as exc:  # noqa: BLE001 - a check that cannot run is exit 2, as for `verify`
             print(f"{label}: error: internal error: {type(exc).__name__}: {one_line(exc)}", file=log)
             status = EXIT_INPUT_ERROR

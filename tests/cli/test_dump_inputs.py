@@ -133,10 +133,10 @@ def test_a_real_xla_dump_runs_clean(xla_dump: Path, tmp_path: Path, xla_client) 
     out, report = tmp_path / "out", tmp_path / "r.json"
     proc = run("dump", "--output-dir", out, "--report", report, "-j", "2", cwd=cwd)
     assert proc.returncode == 0, err(proc)
-    assert "error" not in err(proc) and "Traceback" not in err(proc)
+    assert "error" not in err(proc) and "Traceback" not in err(proc), err(proc)  # a flake says what went wrong
     data = json.loads(report.read_text())
     jsonschema.validate(data, load_schema())
-    assert data["batch"]["failed"] == 0 and all(i["status"] == "ok" for i in data["inputs"])
+    assert data["batch"]["failed"] == 0 and all(i["status"] == "ok" for i in data["inputs"]), err(proc)
 
     # Every file of the tree is processed or skipped, never both, and skipped with its reason.
     processed = [i["input"] for i in data["inputs"]]

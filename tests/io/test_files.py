@@ -83,6 +83,21 @@ def test_a_dead_writers_temporary_is_removed_and_a_live_ones_kept(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "out.hlo"])
 
 
+def test_a_live_writers_temporary_for_a_longer_name_is_kept(tmp_path: Path) -> None:
+    """Another output whose name extends this one's by `.N.hlo` (N a process id that is gone)
+    has temporaries that start like this output's: the writer's id is where the name says it
+    is, never N, so a live worker's temporary is not taken for a dead one's and removed."""
+    import subprocess
+    import sys
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    live = tmp_path / f".out.hlo.{dead}.hlo.{os.getppid()}.{'cd' * 6}.hlo-dedup.tmp"
+    live.write_text("another worker's output, half written\n")
+    write_file(tmp_path / "out.hlo", "HloModule m\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "out.hlo"])
+
+
 def test_a_full_disk_leaves_an_in_place_output_unchanged(tmp_path: Path) -> None:
     # In place (a file with two links): the space is reserved before a byte is overwritten.
     import shutil

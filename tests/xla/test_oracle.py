@@ -10,10 +10,12 @@ import json
 import re
 import subprocess
 import sys
+import time
 from functools import cache
 from pathlib import Path
 
 import pytest
+import support
 
 from hlo_dedup.equivalence import cpu_runnable_text
 from hlo_dedup.xla import XlaError, XlaUnavailableError
@@ -313,6 +315,18 @@ def test_child_timeout_is_xla_error(oracle, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(sys, "executable", _fake_interpreter(tmp_path, "exec sleep 30"))
     with pytest.raises(XlaError, match="did not finish"):
         oracle.run_module(REPLICATED, timeout=0.5)
+
+
+def test_execution_past_its_limit_stops_that_job_only(oracle) -> None:
+    """A `while` that never ends is stopped once its execution is past its limit (the child's
+    start and the compile do not count against it); the next job runs in a fresh child."""
+    started = time.monotonic()
+    endless, ending = oracle.run_modules([(support.ENDLESS_WHILE, 0), (support.ENDING_WHILE, 0)],
+                                         limits=[oracle.Limit(1.0, 0.5), None])
+    assert isinstance(endless, oracle.RunTimeout) and endless.phase == "execution"
+    assert endless.seconds >= 1.0 and str(endless) == "XLA:CPU run did not finish within 1 s"
+    assert isinstance(ending, oracle.RunResult) and ending.compile_seconds > 0 and ending.cpu_seconds >= 0
+    assert time.monotonic() - started < 60
 
 
 def _result(oracle, *arrays: np.ndarray):  # type: ignore[no-untyped-def]

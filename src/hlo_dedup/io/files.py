@@ -288,15 +288,17 @@ def _create_temporary(target: str) -> tuple[int, str]:
 
 
 def _remove_stale_temporaries(directory: str, stem: str) -> None:
-    """Remove `stem` temporaries whose writer is gone (only ours: the suffix and a process
-    id say so; a live writer's, or one we may not signal, stays)."""
+    """Remove `stem` temporaries whose writer is gone (only ours: the name is exactly `stem`,
+    a process id, the random part and the suffix; a live writer's, or one we may not signal,
+    stays). The whole name is matched: the temporaries of `NAME.N.hlo` also start with `stem`,
+    and N read as their writer's id removed a live worker's file when no process N existed."""
+    ours = re.compile(re.escape(stem) + r"(\d{1,9})\.[0-9a-f]{12}" + re.escape(TEMPORARY_SUFFIX))
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(stem) and n.endswith(TEMPORARY_SUFFIX)]
+        found = [(name, ours.fullmatch(name)) for name in os.listdir(directory) if name.startswith(stem)]
     except OSError:
         return
-    for name in names:
-        pid = name[len(stem):].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+    for name, match in found:
+        if match is None or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
             continue
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(directory, name))

@@ -8,7 +8,8 @@ directory nor PYTHON* variables reach its import path) whose stderr the parent k
 
     python -I -c BOOTSTRAP serve PATH_JSON        parse, print, convert and compile for XLA's
                                                   memory figures (`hlo_dedup.xla.isolated`)
-    python -I -c BOOTSTRAP run PATH_JSON DIR      run modules on XLA:CPU (`oracle.run_modules`)
+    python -I -c BOOTSTRAP run PATH_JSON DIR      run modules on XLA:CPU (`oracle.run_modules`,
+                                                  watched by `hlo_dedup.xla.watch`)
 
 `serve` answers requests until its stdin closes: each message is an 8-byte little-endian
 length and a pickle; a request is `(operation, arguments)`, a reply `("ok", value)`,
@@ -107,15 +108,24 @@ def _serve() -> None:
 
 
 def _run(result_dir: str) -> None:
-    """Requests on stdin; one reply per job pickled to `result_dir/result-<i>.pickle` as soon
-    as it is known, so a later crash keeps the earlier replies."""
+    """Jobs from `result_dir/requests.pickle`; one reply per job pickled to
+    `result_dir/result-<i>.pickle` as soon as it is known, so a later crash keeps the earlier
+    replies. `compiled I` and `done I` lines on stdout tell the parent which phase job I is in
+    (`hlo_dedup.xla.watch` bounds each); whatever jax prints goes to stderr instead."""
+    events = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+    def say(line: str) -> None:
+        events.write(line + "\n")
+        events.flush()
+
     from hlo_dedup.xla import XlaError
     from hlo_dedup.xla.execute import execute
 
-    requests = pickle.loads(sys.stdin.buffer.read())
+    requests = pickle.loads((Path(result_dir) / "requests.pickle").read_bytes())
     for index, request in enumerate(requests):
         try:
-            reply = execute(request)
+            reply = execute(request, lambda: say(f"compiled {index}"))  # noqa: B023 - called in this iteration
         except XlaError as exc:
             reply = {"error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - anything else jax raises goes back as a message
@@ -124,6 +134,7 @@ def _run(result_dir: str) -> None:
         partial = path.with_suffix(".partial")
         partial.write_bytes(pickle.dumps(reply))
         partial.replace(path)
+        say(f"done {index}")
 
 
 def main(mode: str, arguments: list[str]) -> None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Iterator
+import time
+from typing import Any, Callable, Iterator
 
 import ml_dtypes
 import numpy as np
@@ -119,8 +120,10 @@ def compile_hlo(text: str, proto: bytes, replicas: int, partitions: int, devices
         raise XlaError(str(exc)) from None
 
 
-def execute(request: dict[str, Any]) -> dict[str, Any]:
-    """Compile and run one request of `oracle.run_modules`: its outputs as numpy arrays."""
+def execute(request: dict[str, Any], compiled: Callable[[], None] = lambda: None) -> dict[str, Any]:
+    """Compile and run one request of `oracle.run_modules`: its outputs as numpy arrays, and
+    the seconds its compile and its execution took (wall clock; the execution's CPU time too,
+    every thread's). `compiled` is called between the two: the parent bounds each on its own."""
     import jax
     from jax._src.lib import lapack
     from jax._src.sharding_impls import GSPMDSharding
@@ -142,10 +145,14 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
         already_partitioned = not request["spmd"]
     spmd = partitions > 1 and not already_partitioned
 
+    started = time.perf_counter()
     proto = parse_text(text).as_serialized_hlo_module_proto()
     # XLA:CPU wants SPMD on for num_partitions > 1; a partitioned module must not be partitioned again.
     disabled = _PARTITIONER_PASSES if partitions > 1 and already_partitioned else ""
     executable = compile_hlo(text, proto, replicas, partitions, devices, disabled_passes=disabled)
+    compile_seconds = time.perf_counter() - started
+    compiled()
+    started, cpu_started = time.perf_counter(), time.process_time()
     program = xc.XlaComputation(proto).program_shape()
     inputs = [(index, path, leaf) for index, shape in enumerate(program.parameter_shapes())
               for path, leaf in leaves(shape)]
@@ -180,4 +187,5 @@ def execute(request: dict[str, Any]) -> dict[str, Any]:
                 outputs.append(stacked if num_devices > 1 else stacked[0])
     except Exception as exc:  # noqa: BLE001 - XLA's run errors, with its words
         raise XlaError(str(exc)) from None
-    return {"outputs": outputs, "per_device": num_devices > 1 and not spmd}
+    return {"outputs": outputs, "per_device": num_devices > 1 and not spmd, "compile_seconds": compile_seconds,
+            "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started}

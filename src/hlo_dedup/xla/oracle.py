@@ -10,9 +10,7 @@ device count (``XLA_FLAGS``) before jax is imported.
 from __future__ import annotations
 
 import math
-import pickle
 import re
-import subprocess
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hlo_dedup.xla import XlaError, XlaUnavailableError, too_many_devices
+from hlo_dedup.xla.watch import Limit, RunTimeout, run_watched
 
 try:
     import numpy as np
@@ -29,7 +28,9 @@ except ImportError as exc:  # the optional ``xla`` extra is missing
 
 __all__ = [
     "Comparison",
+    "Limit",
     "RunResult",
+    "RunTimeout",
     "compare_results",
     "module_proto_to_text",
     "non_finite",
@@ -133,6 +134,7 @@ class RunResult:
     device shards. For replicated modules (``replica_count > 1``) and already-partitioned text, whose
     devices hold independent values, each is the per-device results stacked on a new leading axis of
     length ``num_replicas * num_partitions`` in device order; ``per_device`` says which form it is.
+    The times are the child's own measure of the job.
     """
 
     outputs: tuple[np.ndarray, ...]
@@ -140,6 +142,9 @@ class RunResult:
     num_partitions: int
     per_device: bool
     seed: int
+    seconds: float = 0.0  # the execution's wall clock (inputs, run, outputs; not the compile)
+    cpu_seconds: float = 0.0  # ... and its CPU time, every thread's
+    compile_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -212,24 +217,27 @@ def run_modules(
     num_devices: int | None = None,
     spmd: bool | None = None,
     timeout: float = 300,
+    limits: list[Limit | None] | None = None,
 ) -> list[RunResult | XlaError]:
     """Run several ``(hlo_text, seed)`` jobs as :func:`run_module` does, sharing one child process.
 
     The child gets as many virtual devices as the largest job needs (:func:`child_device_count`);
     each job runs on the first ``replica_count * num_partitions`` of them. Each job yields its
-    :class:`RunResult` or the :class:`XlaError` it raised; a crash or timeout of the child is
-    charged to the job that was running, and the jobs after it get a fresh child. ``timeout``
-    applies per job.
+    :class:`RunResult` or the :class:`XlaError` it raised; a crash of the child, or a job past its
+    time (:class:`RunTimeout`), is charged to the job that was running, and the jobs after it get
+    a fresh child. ``timeout`` bounds each job's compile (the first's with the child's start) and
+    its execution, unless ``limits`` gives that job's execution a :class:`Limit` of its own.
     """
     layouts = [device_layout(text, num_devices) for text, _ in jobs]
     refusals = [too_many_devices(r * p) for r, p in layouts]
     runnable = [i for i, refused in enumerate(refusals) if refused is None]
     devices = max((layouts[i][0] * layouts[i][1] for i in runnable), default=1)
+    bounds = [Limit(timeout) if limit is None else limit for limit in (limits or [None] * len(jobs))]
     ran: list[RunResult | XlaError] = []
     while len(ran) < len(runnable):
-        done = len(ran)
-        ran.extend(_run_in_child([jobs[i] for i in runnable[done:]], [layouts[i] for i in runnable[done:]],
-                                 devices, spmd, timeout))
+        rest = runnable[len(ran):]
+        ran.extend(_run_in_child([jobs[i] for i in rest], [layouts[i] for i in rest], devices, spmd, timeout,
+                                 [bounds[i] for i in rest]))
     outcomes = dict(zip(runnable, ran))
     return [outcomes[i] if refused is None else XlaError(refused) for i, refused in enumerate(refusals)]
 
@@ -239,48 +247,27 @@ def child_device_count(texts: Any, num_devices: int | None = None) -> int:
     return max((r * p for r, p in (device_layout(t, num_devices) for t in texts)), default=1)
 
 
-def _run_in_child(
-    jobs: Any, layouts: list[tuple[int, int]], devices: int, spmd: bool | None, timeout: float
-) -> list[RunResult | XlaError]:
+def _run_in_child(jobs: Any, layouts: list[tuple[int, int]], devices: int, spmd: bool | None, timeout: float,
+                  limits: list[Limit]) -> list[RunResult | XlaError]:
     """Run ``jobs`` in one child with ``devices`` virtual devices; an outcome for at least the first job."""
     requests = [
         {"text": text, "seed": seed, "replicas": r, "partitions": p, "spmd": spmd}
         for (text, seed), (r, p) in zip(jobs, layouts)
     ]
-    from hlo_dedup.xla.isolated import child_command, child_env, crash_message
+    from hlo_dedup.xla.isolated import child_command, child_env
 
     with tempfile.TemporaryDirectory(prefix="hlo-dedup-xla-") as tmp:
-        result_dir = Path(tmp)
-        crash: XlaError | None = None
-        try:
-            proc = subprocess.run(
-                child_command("run", str(result_dir)),
-                input=pickle.dumps(requests),
-                capture_output=True,
-                env=child_env(devices),
-                timeout=timeout * len(requests),
-            )
-        except subprocess.TimeoutExpired:
-            crash = XlaError(f"XLA:CPU run did not finish within {timeout:g} s")
-        else:
-            crash = XlaError(crash_message(proc.returncode, proc.stderr.decode(errors="replace")))
-        outcomes: list[RunResult | XlaError] = []
-        for index, ((_, seed), (r, p)) in enumerate(zip(jobs, layouts)):
-            path = result_dir / f"result-{index}.pickle"
-            if not path.exists():
-                outcomes.append(crash)  # the job that was running when the child died or timed out
-                break
-            reply = pickle.loads(path.read_bytes())
-            if "error" in reply:
-                outcomes.append(XlaError(reply["error"]))
-            else:
-                outcomes.append(RunResult(
-                    outputs=tuple(reply["outputs"]),
-                    num_replicas=r,
-                    num_partitions=p,
-                    per_device=reply["per_device"],
-                    seed=seed,
-                ))
+        replies, stopped = run_watched(child_command("run"), child_env(devices), requests, Path(tmp), timeout, limits)
+    outcomes: list[RunResult | XlaError] = []
+    for reply, (_, seed), (r, p) in zip(replies, jobs, layouts):
+        if "error" in reply:
+            outcomes.append(XlaError(reply["error"]))
+            continue
+        outcomes.append(RunResult(outputs=tuple(reply["outputs"]), num_replicas=r, num_partitions=p,
+                                  per_device=reply["per_device"], seed=seed, seconds=reply["seconds"],
+                                  cpu_seconds=reply["cpu_seconds"], compile_seconds=reply["compile_seconds"]))
+    if stopped is not None:
+        outcomes.append(stopped)  # the job that was running when the child died or was stopped
     return outcomes
 
 
