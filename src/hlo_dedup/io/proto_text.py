@@ -332,7 +332,8 @@ class _StackFrames:
         self.functions: dict[str, int] = {}
         self.locations: dict[tuple[int, ...], int] = {}
         self.frames: dict[tuple[int, int], int] = {}
-        self.new_ids: dict[int, int] = {}
+        self.new_ids: dict[int, int] = {}  # an instruction's frame id -> the new one (0: dropped)
+        self._added: dict[int, int] = {}  # every frame of the table added so far -> its new id
 
     def collect(self, metadata_list: Iterable[bytes], lines: LinePrinter) -> None:
         new_ids = self.new_ids
@@ -349,17 +350,20 @@ class _StackFrames:
         source = self.source
         if source is None or not 0 < old <= len(source.stack_frames):
             return 0  # XLA warns "Invalid stack_frame_id" and drops it
+        # Walk up to the first frame already added (each is added once: a chain shared by
+        # thousands of instructions, or one thousands deep, is not walked again).
+        added = self._added
         chain = []
         seen = set()
-        while old:
+        while old and old not in added:
             if old in seen or not 0 < old <= len(source.stack_frames):
                 raise InvalidProto("the stack frame table has a cycle or a dangling parent")
             seen.add(old)
             frame = source.stack_frames[old - 1]
-            chain.append(frame)
+            chain.append((old, frame))
             old = frame.parent_frame_id
-        parent = 0
-        for frame in reversed(chain):
+        parent = added[old] if old else 0
+        for old, frame in reversed(chain):
             if not 0 < frame.file_location_id <= len(source.file_locations):
                 raise InvalidProto("a stack frame names a missing file location")
             loc = source.file_locations[frame.file_location_id - 1]
@@ -370,7 +374,7 @@ class _StackFrames:
             func_id = self.functions.setdefault(source.function_names[loc.function_name_id - 1], len(self.functions) + 1)
             key = (file_id, func_id, loc.line, loc.column, loc.end_line, loc.end_column)
             loc_id = self.locations.setdefault(key, len(self.locations) + 1)
-            parent = self.frames.setdefault((loc_id, parent), len(self.frames) + 1)
+            parent = added[old] = self.frames.setdefault((loc_id, parent), len(self.frames) + 1)
         return parent
 
     def text(self) -> str:
