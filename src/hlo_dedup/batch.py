@@ -325,10 +325,7 @@ def _run_until_broken(queue: Sequence[Task], options: RunOptions, workers: int,
                 try:
                     result = future.result()
                 except BrokenProcessPool:
-                    processes = _workers(pool)
-                    for process in processes:
-                        process.join(timeout=5)
-                    codes = [p.exitcode for p in processes if p.exitcode]
+                    codes = [code for code in _exit_codes(_workers(pool)) if code]
                     return _Broken([task, *futures.values()], list(reversed(waiting)), codes)
                 except Exception as exc:  # noqa: BLE001 - e.g. a result that could not be sent back
                     result = _failed(task, EXIT_PASS_FAILED,
@@ -352,6 +349,24 @@ def _worker_init() -> None:
     A main process killed outright cannot stop them: they end when it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent()
+
+
+def _exit_codes(processes: list, timeout: float = 5.0) -> list[int | None]:
+    """The workers' exit codes once they have ended (None for one still running at the
+    deadline). The pool's own thread reaps them at the same time: a process it reaped
+    reads as running until that thread has stored its status, so a missing code is asked
+    again instead of taken for "no code" (which had turned a SIGSEGV into "out of memory
+    or killed" on a busy machine)."""
+    deadline = time.monotonic() + timeout
+    codes: list[int | None] = []
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+        code = process.exitcode
+        while code is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            code = process.exitcode
+        codes.append(code)
+    return codes
 
 
 def _workers(pool: ProcessPoolExecutor) -> list:

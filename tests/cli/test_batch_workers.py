@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_dedup.batch import Task, plan, process_input, run_pool
+from hlo_dedup.batch import Task, _exit_codes, plan, process_input, run_pool
 from hlo_dedup.progress import make_progress
 from hlo_dedup.report import EXIT_INPUT_ERROR, EXIT_OK
 from hlo_dedup.run import RunOptions
@@ -97,3 +97,25 @@ def test_a_worker_killed_from_outside_does_not_lose_files(tmp_path: Path) -> Non
     assert "files: 4 ok, 0 failed (of 4)" in stderr.decode() and "Traceback" not in stderr.decode()
     for i in range(4):
         assert (out / f"big{i}.hlo").read_text() == big
+
+
+class _ReapedElsewhere:
+    """A worker another thread is reaping: its status shows only after a few reads."""
+
+    def __init__(self, code: int | None, reads_before: int) -> None:
+        self.code, self.reads_before = code, reads_before
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+    @property
+    def exitcode(self) -> int | None:
+        if self.reads_before:
+            self.reads_before -= 1
+            return None
+        return self.code
+
+
+def test_a_dead_workers_code_is_waited_for_while_the_pool_reaps_it() -> None:
+    assert _exit_codes([_ReapedElsewhere(-11, 3), _ReapedElsewhere(0, 0)]) == [-11, 0]
+    assert _exit_codes([_ReapedElsewhere(None, 0)], timeout=0.05) == [None]  # still running at the deadline
