@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+# XLA:CPU takes its scheduler from the flags it starts with (`hlo_dedup.xla.memory.measure`).
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+                           " --xla_cpu_enable_concurrency_optimized_scheduler=false").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import argparse

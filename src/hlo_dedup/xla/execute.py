@@ -88,12 +88,10 @@ def random_array(shape: Any, seed: int, index: int, device: int | None, path: tu
 
 
 def compile_hlo(text: str, proto: bytes, replicas: int, partitions: int, devices: tuple, *,
-                disabled_passes: str = "", dump_to: str | None = None,
-                flags: tuple[tuple[str, Any], ...] = ()) -> Any:
+                disabled_passes: str = "", dump_to: str | None = None) -> Any:
     """Compile a module (its text and proto) for XLA:CPU on `devices`: SPMD on where it has
     partitions (Shardy where its text is Shardy's), `disabled_passes` off, XLA's dump to
-    `dump_to`, and `flags` (DebugOptions that jaxlib's binding has no field for) set as the
-    flags they are. XlaError with XLA's words if it cannot."""
+    `dump_to`. XlaError with XLA's words if it cannot."""
     import jax
     import jaxlib
 
@@ -109,8 +107,6 @@ def compile_hlo(text: str, proto: bytes, replicas: int, partitions: int, devices
         build.debug_options.xla_disable_hlo_passes = disabled_passes
     if dump_to is not None:
         build.debug_options.xla_dump_to = dump_to
-    if flags:
-        options.env_option_overrides = list(flags)
     build.device_assignment = xc.DeviceAssignment.create(np.arange(replicas * partitions).reshape(replicas, partitions))
     try:
         mlir = jaxlib._jax.mlir.hlo_to_stablehlo(proto)

@@ -55,14 +55,21 @@ def child_command(mode: str, *arguments: str) -> list[str]:
 
 
 def child_env(num_devices: int | None = None) -> dict[str, str]:
-    """The child's environment: XLA:CPU only, and `num_devices` virtual devices if given."""
+    """The child's environment: XLA:CPU only, its memory-minimizing scheduler (what
+    `memory.measure` prices with; a schedule does not change what a module computes), and
+    `num_devices` virtual devices if given."""
+    from hlo_dedup.xla.memory import MEMORY_SCHEDULER_FLAG
+
     env = dict(os.environ)
     env["JAX_PLATFORMS"] = "cpu"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    scheduler_flag = MEMORY_SCHEDULER_FLAG.split("=")[0]
+    replaced = (scheduler_flag,) + (("--xla_force_host_platform_device_count",) if num_devices is not None else ())
+    flags = [flag for flag in env.get("XLA_FLAGS", "").split() if not flag.startswith(replaced)]
+    flags.append(MEMORY_SCHEDULER_FLAG)
     if num_devices is not None:
-        count_flag = "--xla_force_host_platform_device_count"
-        flags = [flag for flag in env.get("XLA_FLAGS", "").split() if not flag.startswith(count_flag)]
-        env["XLA_FLAGS"] = " ".join([*flags, f"{count_flag}={num_devices}"])
+        flags.append(f"--xla_force_host_platform_device_count={num_devices}")
+    env["XLA_FLAGS"] = " ".join(flags)
     return env
 
 

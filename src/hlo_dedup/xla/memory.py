@@ -24,12 +24,17 @@ there); nothing here imports jax at module import.
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from hlo_dedup.xla import XlaError
+
+#: XLA:CPU's memory-minimizing scheduler instead of its concurrency-optimized one; the XLA
+#: child starts with it (`hlo_dedup.xla.isolated.child_env`).
+MEMORY_SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 
 #: XLA's own all-gather merging, which would fold the duplicates before they are priced.
 _MERGING_PASSES = ("cse_barrier_expander", "cse")
@@ -44,6 +49,12 @@ def measure(hlo_text: str, spmd: bool | None = None) -> dict[str, Any]:
     `spmd` as for `oracle.run_module`: None guesses from the ENTRY's name."""
     from hlo_dedup.analysis.xla_dump import in_use_peak_of, read_xla_memory
     from hlo_dedup.xla.execute import _ENTRY_NAME, _PARTITIONER_PASSES
+
+    if MEMORY_SCHEDULER_FLAG not in os.environ.get("XLA_FLAGS", "").split():
+        # XLA:CPU reads its scheduler from the flags it started with: set per compile
+        # (CompileOptions.env_option_overrides) it is accepted and has no effect.
+        raise XlaError(f"XLA's memory is measured under its memory-minimizing scheduler: start the "
+                       f"process with {MEMORY_SCHEDULER_FLAG} in XLA_FLAGS (the XLA child is)")
     from hlo_dedup.xla.oracle import device_layout
 
     replicas, partitions = device_layout(hlo_text, None)
@@ -87,8 +98,7 @@ def _compile(hlo_text: str, replicas: int, partitions: int, disabled_passes: str
         raise XlaError(f"module needs {num_devices} devices, XLA:CPU has {jax.device_count()}")
     proto = parse_text(hlo_text).as_serialized_hlo_module_proto()
     compile_hlo(hlo_text, proto, replicas, partitions, tuple(jax.devices()[:num_devices]),
-                disabled_passes=disabled_passes, dump_to=dump_dir,
-                flags=(("xla_cpu_enable_concurrency_optimized_scheduler", False),))
+                disabled_passes=disabled_passes, dump_to=dump_dir)
 
 
 def _owners(scheduled_text: str) -> dict[str, str]:
