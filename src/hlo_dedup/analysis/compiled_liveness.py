@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from .buffers import Leaf
 from .fusion_model import BITCAST, FusionDecisions
-from .liveness import MEMORY_MINIMIZING, STATIC_CODE, ComputationLiveness, definition_order
+from .liveness import MEMORY_MINIMIZING, ComputationLiveness, definition_order
 from .schedule import Steps, list_schedule
 
 if TYPE_CHECKING:
@@ -64,7 +64,6 @@ def _steps(cl: ComputationLiveness, ml: ModuleLiveness, text: list[HloInstructio
     through: dict[HloInstruction, tuple] = {}
     leaves, static, sizes = cl.leaves, cl.static, cl.sizes
     position = cl.position
-    text_size, opcode_code = ml.text_size, ml.opcode_code
     previous_gather = -1
     for inst in text:
         kind = kind_of(inst)
@@ -119,21 +118,8 @@ def _steps(cl: ComputationLiveness, ml: ModuleLiveness, text: list[HloInstructio
                 waits.append(previous_gather)
             previous_gather = t
         inputs.append(waits)
-        shape_text = inst.shape_text
-        try:
-            size = text_size[shape_text] if shape_text in text_size else ml.learn_shape(inst)
-        except ValueError:
-            cl.unsized.append(inst)
-            continue
-        code = opcode_code[op] if op in opcode_code else ml.learn_opcode(op)
-        if code or size < 0:
-            if code == STATIC_CODE and size >= 0:  # array parameter or constant
-                static.add(inst)
-                cl.static_bytes += size
-            else:
-                cl.classify(inst, t, ml)
-        else:
-            sizes[t] = size
+        if cl.admit(inst, t, ml, inst.shape_text):
+            cl.classify(inst, t, ml)
     return steps, through, inputs
 
 

@@ -169,39 +169,49 @@ class ComputationLiveness:
         sizes = self.sizes = [0] * n
         ends = self.ends = list(range(n))  # nothing reads it: live at its definition
         special: list[int] = []
-        static_bytes = 0
-        static = self.static
+        self.static_bytes = 0
         text_size, opcode_code = ml.text_size, ml.opcode_code
+        admit = self.admit
         try:
             for p, inst, text in zip(range(n), insts, texts):
                 for o in inst.operands:
                     ends[position[o]] = p  # a later reader overwrites an earlier one
-                # Subscripts, not .get: a method call per instruction is a visible share here.
+                # The plain definer whose shape and opcode are known, inline: subscripts,
+                # not .get or a call, since a call per instruction is a visible share here.
                 try:
-                    size = text_size[text]  # a shape decoded once per distinct text
+                    if not opcode_code[inst.opcode]:
+                        size = text_size[text]  # a shape decoded once per distinct text
+                        if size >= 0:
+                            sizes[p] = size
+                            continue
                 except KeyError:
-                    try:
-                        size = ml.learn_shape(inst)
-                    except ValueError:
-                        self.unsized.append(inst)
-                        continue
-                try:
-                    code = opcode_code[inst.opcode]
-                except KeyError:
-                    code = ml.learn_opcode(inst.opcode)
-                if code or size < 0:
-                    if code == STATIC_CODE and size >= 0:  # array parameter or constant
-                        static.add(inst)
-                        static_bytes += size
-                    else:
-                        special.append(p)
-                else:
-                    sizes[p] = size
+                    pass
+                if admit(inst, p, ml, text):
+                    special.append(p)
         except KeyError:  # raised by an operand outside the computation
             definition_order(self.computation.name, insts)  # says which one
             raise
-        self.static_bytes = static_bytes
         return special
+
+    def admit(self, inst: HloInstruction, p: int, ml: ModuleLiveness, text: str | None) -> bool:
+        """Record the buffer of `inst` at point `p` (shape text `text`) if it is a plain
+        definer, a static one, or of a shape that cannot be known (0 bytes, `unsized`);
+        True if it needs a visit of its own (`classify`)."""
+        try:
+            size = ml.text_size[text] if text in ml.text_size else ml.learn_shape(inst)
+        except ValueError:
+            self.unsized.append(inst)
+            return False
+        op = inst.opcode
+        code = ml.opcode_code[op] if op in ml.opcode_code else ml.learn_opcode(op)
+        if code or size < 0:
+            if code == STATIC_CODE and size >= 0:  # array parameter or constant
+                self.static.add(inst)
+                self.static_bytes += size
+                return False
+            return True
+        self.sizes[p] = size
+        return False
 
     def classify(self, inst: HloInstruction, p: int, ml: ModuleLiveness) -> None:
         """Leaves and own buffers of an instruction that is not a plain definer."""
