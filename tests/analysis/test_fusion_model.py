@@ -110,9 +110,53 @@ def test_an_expensive_producer_read_twice_is_not_duplicated() -> None:
   ROOT n = f32[1024]{0} add(e, e)
 """)
     assert _kinds(module) == {}
-    assert _peaks(module)[0] == 3 * 4096
+    # e is not fused into n, but n, elementwise on e and its last reader, is written into
+    # e's buffer: a and one 4 KiB buffer at n.
+    assert _peaks(module)[0] == 2 * 4096
 
 
+def test_an_elementwise_result_takes_the_buffer_of_an_operand_it_reads_last() -> None:
+    # g dies at the fused step n (negate fused into add), read elementwise: n is written
+    # into g's buffer. h is read again later, so it keeps its own.
+    module = _entry(f"""\
+  w = f32[128]{{0}} parameter(0)
+  g = f32[1024]{{0}} all-gather(w), {GATHER}
+  h = f32[1024]{{0}} all-gather(w), {GATHER.replace("channel_id=1", "channel_id=2")}
+  m = f32[1024]{{0}} negate(g)
+  n = f32[1024]{{0}} add(m, h)
+  ROOT t = (f32[1024]{{0}}, f32[1024]{{0}}) tuple(n, h)
+""")
+    live = analyze(module).computation("main")
+    g, n = (live.computation.get_instruction(x) for x in ("g", "n"))
+    assert live.end_of(g) == live.position[n] - 1
+    assert live.peak_bytes == 512 + 2 * 4096  # w, then g and h, then h and n
+
+
+_ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+
+
+@pytest.mark.parametrize(("body", "read", "why"), [
+    ("  r = f32[] reduce(g, z), dimensions={0}, to_apply=add\n"
+     "  x = f32[1024]{0} broadcast(r), dimensions={}\n"
+     "  ROOT n = f32[1024]{0} add(x, y)\n", "g", "a reduce reads it"),
+    ('  s = f32[32,32]{1,0} custom-call(g), custom_call_target="make"\n'
+     "  x = f32[32,32]{1,0} transpose(s), dimensions={1,0}\n"
+     "  ROOT n = f32[32,32]{1,0} add(x, s)\n", "s", "a fused transpose reads it too"),
+    ("  x = f32[1024]{0} negate(g)\n"
+     "  ROOT n = bf16[1024]{0} convert(x)\n", "g", "another shape"),
+])
+def test_a_result_that_does_not_read_an_operand_element_by_element_keeps_its_own_buffer(
+        body: str, read: str, why: str) -> None:
+    # Each buffer is read last by the root's step, but not only element by element in its shape.
+    module = hlo_dedup.load("HloModule m\n\n" + _ADD + "ENTRY main {\n"
+                            "  w = f32[128]{0} parameter(0)\n  z = f32[] constant(0)\n  y = f32[1024]{0} parameter(1)\n"
+                            f"  g = f32[1024]{{0}} all-gather(w), {GATHER.replace('{{', '{').replace('}}', '}')}\n"
+                            + body + "}\n")
+    live = analyze(module).computation("main")
+    assert not live.in_place, why
+    b = live.computation.get_instruction(read)
+    last_reader = max(p for p, step in enumerate(live.instructions) if b in live.reads(step))
+    assert live.end_of(b) == last_reader
 def test_a_producer_with_a_consumer_that_cannot_fuse_owns_its_buffer() -> None:
     module = _entry(f"""\
   w = f32[8,64]{{1,0}} parameter(0)

@@ -171,3 +171,19 @@ def test_the_tied_weight_fold_price_is_xla_cpus(xla_client, tmp_path: Path) -> N
     (fold,) = hlo_dedup.run_passes(module).folds
     before, after = _xla_peak(text, tmp_path, "before"), _xla_peak(module.to_text(), tmp_path, "after")
     assert (fold.memory["peak_bytes_before"], fold.memory["peak_bytes_after"]) == (before, after)
+
+
+def test_a_result_written_into_the_buffer_it_reads_last_counts_once() -> None:
+    # Step 1 reads a (4 KiB) and may write its 4 KiB result b into a's buffer; step 2
+    # reads a too, so only under an order with 1 last is the buffer shared.
+    def steps(shares: dict) -> Steps:
+        return Steps(inputs=[[], [0], [0], [1, 2]], reads=[(), ("a",), ("a",), ("b", "c")],
+                     defines=[("a",), ("b",), ("c",), ("d",)], users=[2, 1, 1, 0],
+                     size={"a": 4096, "b": 4096, "c": 4, "d": 4}, held={"d"}, shares=shares)
+
+    order, listed, text = list_schedule(steps({1: ("a",)}))
+    assert order == [0, 2, 1, 3]  # c frees nothing either way; it goes first by the text
+    # Text order: at 1, a and b (a is still read by 2); then a + b + c at 2.
+    # The list order: a + c at 2, b written into a's buffer at 1, then b + c + d at 3.
+    assert (listed, text) == (4096 + 4 + 4, 4096 + 4096 + 4)
+    assert list_schedule(steps({}))[1] == 4096 + 4096 + 4  # without sharing b needs its own

@@ -12,6 +12,16 @@ Steps
     instruction it stands for (before any of its consumers), so asking where it is never
     extends a live range.
 
+In place
+    XLA writes an instruction's result into the buffer of an operand it reads last when
+    the two have the same shape and layout and the result reads that operand element by
+    element (``HloDataflowAnalysis::CanShareOperandBufferWithUser``: an elementwise
+    instruction, or a loop fusion whose every use of the operand is elementwise; operand
+    0 of ``dynamic-update-slice``). A step that may do so lists those buffers
+    (`in_place`); where it is their last reader, the buffer's range ends one point
+    earlier, so the two count once. Buffer assignment's other sharing (a buffer reused
+    by a later, unrelated value) changes no peak and is not modelled.
+
 Schedule
     The better of the text order and the list schedule (`schedule`), measured on the
     buffers the steps define; the model is built once, in the order chosen.
@@ -23,10 +33,11 @@ before optimizations has two or three instructions per step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .buffers import Leaf
-from .fusion_model import BITCAST, FusionDecisions
+from .fusion_model import BITCAST, ELEMENTWISE, FUSED, FusionDecisions
 from .liveness import MEMORY_MINIMIZING, ComputationLiveness, definition_order
 from .schedule import Steps, list_schedule
 
@@ -46,10 +57,76 @@ def compiled_liveness(ml: ModuleLiveness, comp: HloComputation) -> ComputationLi
     except KeyError:  # raised by an operand outside the computation
         definition_order(comp.name, text)  # says which one
         raise
-    order, listed_peak, text_peak = list_schedule(_schedule_input(cl, steps, inputs))
+    plan = _schedule_input(cl, steps, inputs)
+    order, listed_peak, text_peak = list_schedule(plan)
+    cl.plan = SchedulePlan(steps, plan, min(listed_peak, text_peak))
     _place(cl, steps, [steps[t] for t in order] if listed_peak < text_peak else steps, through)
     _close_ranges(cl)
     return cl
+
+
+class SchedulePlan:
+    """What the schedule of a compiler-shaped model was chosen from, kept so that the
+    folded program can be scheduled anew (`rescheduled_peak`): the steps in text order,
+    the scheduler's input over them, and the peak of the better order."""
+
+    __slots__ = ("steps", "input", "peak")
+
+    def __init__(self, steps: list[HloInstruction], input: Steps, peak: int) -> None:  # noqa: A002
+        self.steps, self.input, self.peak = steps, input, peak
+
+
+def rescheduled_peak(cl: ComputationLiveness, find: Callable[[Buffer], Buffer],
+                     deleted: set[HloInstruction]) -> int:
+    """`cl`'s peak once some of its buffers are merged into others (`find`: a buffer's
+    survivor) and some steps `deleted`, with the program scheduled anew, as a compiler
+    schedules the program it is given: the better of the list schedule and the text order
+    of what is left. Static and nested bytes are taken as before."""
+    plan = cl.plan
+    steps = plan.input
+    held = {find(b) for b in steps.held}
+    reads: list[tuple] = []
+    defines: list[tuple] = []
+    for inst, mine, own in zip(plan.steps, steps.reads, steps.defines):
+        if inst in deleted:
+            reads.append(())
+            defines.append(())
+            continue
+        reads.append(tuple({find(b): None for b in mine if find(b) not in held}) if mine else ())
+        defines.append(own)
+    shares = {t: tuple(find(b) for b in mine) for t, mine in steps.shares.items() if plan.steps[t] not in deleted}
+    _, listed, text = list_schedule(Steps(steps.inputs, reads, defines, steps.users, steps.size, held, shares))
+    return cl.peak_bytes + min(listed, text) - plan.peak
+
+
+def in_place(inst: HloInstruction, cl: ComputationLiveness, fused: set[HloInstruction]) -> tuple:
+    """The buffers step `inst` may write its result into, in operand order: plain buffers
+    of its shape text that it reads only through elementwise instructions (its fused
+    members in `fused`), never a static one."""
+    text = inst.shape_text
+    if text is None:
+        return ()
+    leaves, static = cl.leaves, cl.static
+    operands = inst.operands[:1] if inst.opcode == "dynamic-update-slice" else inst.operands
+    found: dict = {}
+    barred: set = set()  # read by a member that is not elementwise
+    stack = list(reversed(operands))
+    seen: set[HloInstruction] = set()
+    while stack:
+        o = stack.pop()
+        if o in seen:
+            continue
+        seen.add(o)
+        if o in fused:
+            if o.opcode in ELEMENTWISE:
+                stack.extend(reversed(o.operands))
+            else:
+                barred.update(leaves[o])
+            continue
+        for b in leaves.get(o, (o,)):
+            if type(b) is not Leaf and b not in static and b.shape_text == text:
+                found[b] = None
+    return tuple(b for b in found if b not in barred)
 
 
 def _steps(cl: ComputationLiveness, ml: ModuleLiveness, text: list[HloInstruction]
@@ -64,10 +141,14 @@ def _steps(cl: ComputationLiveness, ml: ModuleLiveness, text: list[HloInstructio
     through: dict[HloInstruction, tuple] = {}
     leaves, static, sizes = cl.leaves, cl.static, cl.sizes
     position = cl.position
+    fused: set[HloInstruction] = set()
+    shares = cl.in_place
     previous_gather = -1
     for inst in text:
         kind = kind_of(inst)
         if kind:
+            if kind == FUSED:
+                fused.add(inst)
             operands = inst.operands
             if kind == BITCAST or len(operands) == 1:  # operand 0's buffers, read in place
                 o = operands[0]
@@ -117,6 +198,10 @@ def _steps(cl: ComputationLiveness, ml: ModuleLiveness, text: list[HloInstructio
             if previous_gather >= 0:
                 waits.append(previous_gather)
             previous_gather = t
+        elif op in ELEMENTWISE or op == "dynamic-update-slice":
+            mine = in_place(inst, cl, fused)
+            if mine:
+                shares[inst] = mine
         inputs.append(waits)
         if cl.admit(inst, t, ml, inst.shape_text):
             cl.classify(inst, t, ml)
@@ -159,7 +244,8 @@ def _schedule_input(cl: ComputationLiveness, steps: list[HloInstruction], inputs
         for b in mine:
             if b not in size:
                 size[b] = b.size if type(b) is Leaf else sizes[position[b]]
-    return Steps(inputs, reads, own, [inst.user_count for inst in steps], size, held)
+    shares = {position[inst]: tuple([b for b in mine if b not in kept]) for inst, mine in cl.in_place.items()}
+    return Steps(inputs, reads, own, [inst.user_count for inst in steps], size, held, shares)
 
 
 def _place(cl: ComputationLiveness, steps: list[HloInstruction], order: list[HloInstruction],
@@ -214,7 +300,14 @@ def _close_ranges(cl: ComputationLiveness) -> None:
                 elif b not in static:
                     ends[position[b]] = p
     root = cl.computation.root
-    if root is not None:
-        for b in cl.leaves_of(root):
-            cl.extend(b, len(cl.instructions) - 1)
+    held = cl.leaves_of(root) if root is not None else ()
+    for b in held:
+        cl.extend(b, len(cl.instructions) - 1)
+    for inst, mine in cl.in_place.items():  # the result takes a buffer it reads last
+        p = position[inst]
+        for b in mine:
+            q = position[b]
+            if ends[q] == p and q < p and b not in held:
+                ends[q] = p - 1
+                break
     cl.live_bytes = cl.profile()

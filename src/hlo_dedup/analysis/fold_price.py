@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..plain import FrozenRecord, init_frozen
 from .buffers import Leaf
+from .compiled_liveness import rescheduled_peak
 from .liveness import MODULE_SCHEDULE, ComputationLiveness
 from .module_liveness import ModuleLiveness
 from .segment_tree import RangeAddMaxTree
@@ -121,6 +122,19 @@ class FoldPricer:
     def peak_bytes(self, computation: HloComputation | str) -> int:
         """The computation's estimated peak with the folds applied so far."""
         return self._state(self.liveness.computation(computation).computation).tree.peak()
+
+    def rescheduled_peak(self, computation: HloComputation | str) -> int | None:
+        """The computation's estimated peak with the folds applied so far and the folded
+        program scheduled anew, as a compiler schedules what it is given (`peak_bytes`
+        keeps the schedule made before any fold, so it can only overstate); None when the
+        model keeps the module's own schedule."""
+        cl = self.liveness.computation(computation)
+        if cl.plan is None:
+            return None
+        state = self._states.get(cl.computation)
+        if state is None:
+            return cl.peak_bytes
+        return rescheduled_peak(cl, state.find, state.deleted)
 
     def live_bytes(self, computation: HloComputation | str) -> list[int]:
         """Live bytes per program point with the folds applied so far (O(n))."""

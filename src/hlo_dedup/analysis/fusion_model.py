@@ -37,18 +37,18 @@ consumer; XLA's instruction fusion as ``cpu_instruction_fusion.cc`` decides it)
     chain that does not fuse) owns the one buffer of the group.
 
 A fused group reads at most `MAX_FUSED_READS` buffers: the producer that would make it
-read more is the root of a group of its own. Not modelled: output fusion of
-matrix-vector dots, in-place ``dynamic-update-slice``, the copies layout assignment adds,
-multi-output fusion, and XLA's own limits on fusion size and code duplication; constants
-and parameters stay static (see `buffers`).
+read more is the root of a group of its own (a result written into an operand's buffer
+is `compiled_liveness`'s rule). Not modelled: output fusion of matrix-vector dots, the
+copies layout assignment adds, multi-output fusion, and XLA's own limits on fusion size
+and code duplication; constants and parameters stay static (see `buffers`).
 
-Agreement: with the schedule of `schedule`, a fold's predicted change of the peak on
-JAX programs before optimizations (FSDP layers under ``jax.checkpoint``, a weight tied
-between the first and last layer in inference and in a remat train step, a tied weight
-read by an elementwise tail; ``benchmarks/price_vs_xla_dev.py``) is within 25% of
-XLA:CPU's own (its live-range peak with CSE off and the memory-minimizing scheduler),
-byte for byte on most; priced as written, tied inference showed a sixteenth of a weight
-where XLA adds the whole weight.
+Agreement: with the schedule of `schedule` and the folded program scheduled anew, the
+predicted change of the peak on JAX programs before optimizations (FSDP layers under
+``jax.checkpoint``, a weight tied between the first and last layer in inference and in a
+remat train step, a tied weight read by an elementwise tail; ``benchmarks/
+price_vs_xla_dev.py``) is within 25% of XLA:CPU's own (the bytes in use at its peak, with
+CSE off and the memory-minimizing scheduler), byte for byte on most; priced as written,
+tied inference showed a sixteenth of a weight where XLA adds the whole weight.
 """
 
 from __future__ import annotations

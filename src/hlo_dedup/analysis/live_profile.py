@@ -68,15 +68,18 @@ class Extension(FrozenRecord):
 class LiveProfile(FrozenRecord):
     """One computation's live bytes over its `points` program points under `schedule`:
     per column (`column_bounds`) the highest before any fold and after all of its folds,
-    the two peaks, and every fold's extension in program points."""
+    the two peaks, and every fold's extension in program points. `rescheduled`: the peak
+    after the folds with the folded program scheduled anew (`FoldPricer.rescheduled_peak`;
+    None when the module's own schedule is kept)."""
 
     __slots__ = ("computation", "schedule", "points", "before", "after", "peak_before", "peak_after", "folds",
-                 "extensions")
+                 "extensions", "rescheduled")
 
     def __init__(self, computation: str, schedule: str, points: int, before: tuple[int, ...],
                  after: tuple[int, ...], peak_before: Peak, peak_after: Peak, folds: int,
-                 extensions: tuple[Extension, ...]) -> None:
-        init_frozen(self, computation, schedule, points, before, after, peak_before, peak_after, folds, extensions)
+                 extensions: tuple[Extension, ...], rescheduled: int | None = None) -> None:
+        init_frozen(self, computation, schedule, points, before, after, peak_before, peak_after, folds, extensions,
+                    rescheduled)
 
 
 def _peak(values: Sequence[int], instructions: Sequence[HloInstruction]) -> Peak:
@@ -99,5 +102,5 @@ def live_profile(pricer: FoldPricer, computation: HloComputation, prices: Sequen
     insts = cl.instructions
     return LiveProfile(computation.name, cl.schedule, len(before), tuple(column_max(before, columns)),
                        tuple(column_max(after, columns)), _peak(before, insts), _peak(after, insts), len(prices),
-                       extensions)
+                       extensions, pricer.rescheduled_peak(computation))
 

@@ -73,6 +73,7 @@ from .buffers import (
 if TYPE_CHECKING:
     from ..ir.computation import HloComputation
     from ..ir.instruction import HloInstruction
+    from .compiled_liveness import SchedulePlan
     from .module_liveness import ModuleLiveness
 
 # Opcode classes of the build loop: 0 is a plain definer.
@@ -152,6 +153,9 @@ class ComputationLiveness:
         self.leaf_ends: dict[Leaf, int] = {}
         self.element_readers: set[HloInstruction] = set()  # get-tuple-elements
         self.nested: dict[int, int] = {}  # program point -> nested bytes of its callees
+        # Compiler model: per step, the buffers its result may be written into (`compiled_liveness.in_place`).
+        self.in_place: dict[HloInstruction, tuple[Buffer, ...]] = {}
+        self.plan: SchedulePlan | None = None  # compiler model: what its schedule was chosen from
 
     # ----------------------------------------------------------------- building
     def _scan(self, insts: list[HloInstruction], ml: ModuleLiveness, texts: list[str | None] | None) -> list[int]:

@@ -13,7 +13,9 @@ a buffer or a role of their own (each fused group once, at its root; bitcasts ar
 steps). The list scheduler is XLA's greedy one: among the steps whose inputs are all
 scheduled, take the one with the highest ``bytes freed - bytes defined`` (bytes freed:
 the buffers it reads of which it is the last unscheduled reader), then the most users,
-then the earliest in the text. Each step's freed bytes are kept up to date as readers
+then the earliest in the text. A step whose result may take the buffer of an operand it
+reads last (`Steps.shares`, XLA's in-place sharing) holds only one of the two at its
+peak; the priority ignores that, as XLA's does. Each step's freed bytes are kept up to date as readers
 are scheduled (a buffer down to one reader credits that reader) and the ready set is a
 heap with stale entries skipped, so the schedule costs O((n + reads) log n).
 
@@ -38,15 +40,18 @@ class Steps:
     steps it waits for (`inputs`, one entry per use), the buffers it `reads` (never a
     static one or one the result holds), the buffers it defines (`defines`), and its
     number of `users` (the tie-break); `size` gives every buffer's bytes and `held`
-    the buffers the result keeps to the end."""
+    the buffers the result keeps to the end. `shares` (by step, optional): buffers it
+    reads that its result may be written into when it is their last reader, in order
+    of preference (`compiled_liveness.in_place`)."""
 
-    __slots__ = ("inputs", "reads", "defines", "users", "size", "held")
+    __slots__ = ("inputs", "reads", "defines", "users", "size", "held", "shares")
 
     def __init__(self, inputs: Sequence[Sequence[int]], reads: Sequence[tuple[Hashable, ...]],
                  defines: Sequence[tuple[Hashable, ...]], users: Sequence[int], size: dict[Hashable, int],
-                 held: set[Hashable]) -> None:
+                 held: set[Hashable], shares: dict[int, tuple[Hashable, ...]] | None = None) -> None:
         self.inputs, self.reads, self.defines, self.users, self.size, self.held = \
             inputs, reads, defines, users, size, held
+        self.shares = shares or {}
 
 
 _SHIFT = 32  # bits of the step index in a heap key (no computation has 2**32 instructions)
@@ -61,7 +66,7 @@ def list_schedule(steps: Steps) -> tuple[list[int], int, int]:
     buffer live from its definition to its last reader and a held one to the end: what
     choosing between the two needs (static buffers and nested computations add the same
     to both, and are left out). ValueError if the inputs form a cycle."""
-    inputs, reads, size, held = steps.inputs, steps.reads, steps.size, steps.held
+    inputs, reads, size, held, shares = steps.inputs, steps.reads, steps.size, steps.held, steps.shares
     n = len(inputs)
     waiting = [len(i) for i in inputs]
     successors: list[list[int]] = [[] for _ in range(n)]
@@ -122,8 +127,9 @@ def list_schedule(steps: Steps) -> tuple[list[int], int, int]:
         done[p] = True
         order.append(p)
         live += defined[p]
-        if live > peak:
-            peak = live
+        at = live - _reused(shares, p, remaining, size) if p in shares else live
+        if at > peak:
+            peak = at
         live -= dead[p]
         for b in reads[p]:
             left = remaining[b] = remaining[b] - 1
@@ -142,18 +148,29 @@ def list_schedule(steps: Steps) -> tuple[list[int], int, int]:
                 now.append(q)
     if len(order) != n:
         raise ValueError("the operand graph has a cycle")
-    return order, peak, _text_peak(reads, counts, defined, dead, size)
+    return order, peak, _text_peak(reads, counts, defined, dead, size, shares)
+
+
+def _reused(shares: dict[int, tuple[Hashable, ...]], p: int, remaining: dict[Hashable, int],
+            size: dict[Hashable, int]) -> int:
+    """Bytes of the buffer step `p`'s result is written into: the first it may share that
+    it reads last (0 if none)."""
+    for b in shares[p]:
+        if remaining.get(b) == 1:
+            return size[b]
+    return 0
 
 
 def _text_peak(reads: Sequence[tuple[Hashable, ...]], counts: dict[Hashable, int], defined: list[int],
-               dead: list[int], size: dict[Hashable, int]) -> int:
+               dead: list[int], size: dict[Hashable, int], shares: dict[int, tuple[Hashable, ...]]) -> int:
     """The peak `list_schedule` measures, under the text order."""
     remaining = dict(counts)
     live = peak = 0
     for p, mine in enumerate(reads):
         live += defined[p]
-        if live > peak:
-            peak = live
+        at = live - _reused(shares, p, remaining, size) if p in shares else live
+        if at > peak:
+            peak = at
         live -= dead[p]
         for b in mine:
             left = remaining[b] = remaining[b] - 1

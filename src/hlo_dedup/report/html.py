@@ -330,7 +330,8 @@ def _computation_section(comp: Computation, ids: Ids, open_: bool, charts: set[i
             facts.append(f"saves {human_bytes(saved)} / device")
         change = peak_changes(comp.folds).get(comp.name)
         if change is not None:
-            rise = change[1] - change[0]
+            rescheduled = comp.profile.rescheduled if comp.profile is not None else None
+            rise = (change[1] if rescheduled is None else rescheduled) - change[0]
             facts.append(f"peak +{human_bytes(rise)}" if rise > 0 else "peak unchanged")
     if comp.hazards:
         badges.append(f'<span class="badge hazard">{plural(len(comp.hazards), "hazard")}</span>')

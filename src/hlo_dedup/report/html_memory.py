@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..analysis.live_profile import column_of
 from .markup import escape
-from .units import human_bytes, plural
+from .units import bytes_change, human_bytes, plural
 
 if TYPE_CHECKING:
     from ..analysis.live_profile import Extension, LiveProfile
@@ -215,7 +215,7 @@ def _point_ticks(points: int, axis: int) -> list[str]:
 def _caption(profile: LiveProfile) -> str:
     before, after = profile.peak_before, profile.peak_after
     rise = after.bytes - before.bytes
-    change = f"+{human_bytes(rise)}" if rise > 0 else ("unchanged" if rise == 0 else human_bytes(rise))
+    change = bytes_change(rise)
     columns = len(profile.before)
     per = "" if columns == profile.points else (
         f" Each column is the highest of the about {round(profile.points / columns)} points it covers, "
@@ -230,4 +230,14 @@ def _caption(profile: LiveProfile) -> str:
             f"{'fold' if profile.folds == 1 else f'{profile.folds} folds'}.{spans}{per} "
             f"<b>Peak before</b> {human_bytes(before.bytes)} at point {before.point} "
             f"(<code>{escape(before.instruction)}</code>); <b>after</b> {human_bytes(after.bytes)} ({change}) at "
-            f"point {after.point} (<code>{escape(after.instruction)}</code>).")
+            f"point {after.point} (<code>{escape(after.instruction)}</code>), priced fold by fold on the schedule "
+            f"made before them{_rescheduled(profile)}.")
+
+
+def _rescheduled(profile: LiveProfile) -> str:
+    if profile.rescheduled is None:
+        return ""
+    rise = profile.rescheduled - profile.peak_before.bytes
+    change = bytes_change(rise)
+    return (f"; with the folded program scheduled anew, as a compiler would, <b>{human_bytes(profile.rescheduled)}"
+            f"</b> ({change})")

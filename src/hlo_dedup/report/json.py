@@ -26,7 +26,8 @@
                          "source", "tensor", "layer"}],
         "kernels": [... the same, for AwsNeuronCustomNativeKernel custom-calls],
         "near_misses": [{"kind", "reason", "computations", "instructions"}],
-        "memory": {"computations": [{"computation", "peak_bytes_before", "peak_bytes_after"}],
+        "memory": {"computations": [{"computation", "peak_bytes_before", "peak_bytes_after",
+                                     "peak_bytes_rescheduled", "schedule"}],
                    "peak_increase_bytes"}
       }],
       "totals": {"modules", "changed_modules", "passes_run", "folds", "hazards",
@@ -61,7 +62,16 @@ from typing import Any
 from ..passes import InstructionFate, PassResult
 from ..passes.gather_names import layer_of
 from .memo import Memo
-from .model import InputResult, ModuleRun, RunReport, module_totals, peak_schedules, rounded_timings, stage_totals
+from .model import (
+    InputResult,
+    ModuleRun,
+    RunReport,
+    module_totals,
+    peak_schedules,
+    rescheduled_peaks,
+    rounded_timings,
+    stage_totals,
+)
 
 SCHEMA_VERSION = 2
 SCHEMA_FILE = "schema.json"
@@ -282,6 +292,7 @@ def _input_json(r: InputResult) -> dict[str, Any]:
 
 def _module_json(m: ModuleRun) -> dict[str, Any]:
     schedules = peak_schedules(m.folds)
+    rescheduled = rescheduled_peaks(m.profiles)
     data = {
         "name": m.name,
         "input": m.input,
@@ -299,6 +310,7 @@ def _module_json(m: ModuleRun) -> dict[str, Any]:
         ],
         "memory": {
             "computations": [{"computation": name, "peak_bytes_before": before, "peak_bytes_after": after,
+                              **({"peak_bytes_rescheduled": rescheduled[name]} if name in rescheduled else {}),
                               **({"schedule": schedules[name]} if name in schedules else {})}
                              for name, (before, after) in m.peak_changes().items()],
             "peak_increase_bytes": m.peak_increase,

@@ -185,6 +185,12 @@ def peak_changes(folds: Sequence[FoldRecord]) -> dict[str, tuple[int, int]]:
     return out
 
 
+def rescheduled_peaks(profiles: Sequence[LiveProfile]) -> dict[str, int]:
+    """Per computation with priced folds under the compiler model: its estimated peak
+    after them with the folded program scheduled anew."""
+    return {p.computation: p.rescheduled for p in profiles if p.rescheduled is not None}
+
+
 def peak_schedules(folds: Sequence[FoldRecord]) -> dict[str, str]:
     """Per computation with priced folds: the schedule its prices assume (see
     `analysis.FoldPrice.schedule`; a report written before that field says nothing)."""

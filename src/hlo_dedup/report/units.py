@@ -16,6 +16,11 @@ def human_bytes(n: int) -> str:
 _SPELLED: Memo[int, str] = Memo(spell_bytes)
 
 
+def bytes_change(n: int) -> str:
+    """A change of bytes with its sign: "+1.5 MiB", "unchanged", "-2.0 KiB"."""
+    return f"+{human_bytes(n)}" if n > 0 else ("unchanged" if n == 0 else human_bytes(n))
+
+
 def human_seconds(s: float) -> str:
     if s < 1e-3:
         return f"{s * 1e6:.0f} \u00b5s"
