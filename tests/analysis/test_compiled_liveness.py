@@ -93,6 +93,7 @@ def test_the_summary_leads_with_the_rescheduled_change_and_names_the_budgets_pri
     before = profile.peak_before.bytes
     proc = subprocess.run([sys.executable, "-m", "hlo_dedup", str(TRAIN_STEP), "-o", str(tmp_path / "out.hlo")],
                           capture_output=True, text=True, check=True)
-    assert (f"peak {bytes_change(profile.rescheduled - before)} (est., the folded program re-scheduled; "
+    assert (f"peak {bytes_change(profile.rescheduled - before)} (est., memory-minimizing schedule of the "
+            "folded program; "
             f"{bytes_change(profile.peak_after.bytes - before)} fold by fold on the schedule before them, "
             "as budgets price)") in proc.stderr

@@ -199,10 +199,10 @@ def _peak_phrase(changes: dict[str, tuple[int, int]], rescheduled: dict[str, int
     rises = {c: rescheduled.get(c, after) - before for c, (before, after) in changes.items()}
     worst = max(rises, key=rises.__getitem__)
     before, after = changes[worst]
+    schedule = schedules.get(worst)
     if worst not in rescheduled:
-        schedule = schedules.get(worst)
         return f"peak {bytes_change(after - before)} (est.{', ' + schedule if schedule else ''})"
-    text = f"peak {bytes_change(rises[worst])} (est., the folded program re-scheduled"
+    text = f"peak {bytes_change(rises[worst])} (est., {schedule or 'schedule'} of the folded program"
     if after - before != rises[worst]:
         text += f"; {bytes_change(after - before)} fold by fold on the schedule before them, as budgets price"
     return text + ")"
