@@ -85,16 +85,17 @@ def rescheduled_peak(cl: ComputationLiveness, find: Callable[[Buffer], Buffer],
     plan = cl.plan
     steps = plan.input
     held = {find(b) for b in steps.held}
-    reads: list[tuple] = []
-    defines: list[tuple] = []
-    for inst, mine, own in zip(plan.steps, steps.reads, steps.defines):
+    moved = {b for b in steps.size if find(b) is not b}  # merged into another buffer
+    gone = moved | held  # a read of a held buffer is no reader: it is never freed
+    reads = list(steps.reads)
+    defines = list(steps.defines)
+    for t, inst in enumerate(plan.steps):
+        mine = reads[t]
         if inst in deleted:
-            reads.append(())
-            defines.append(())
-            continue
-        reads.append(tuple({find(b): None for b in mine if find(b) not in held}) if mine else ())
-        defines.append(own)
-    shares = {t: tuple(find(b) for b in mine) for t, mine in steps.shares.items() if plan.steps[t] not in deleted}
+            reads[t] = defines[t] = ()
+        elif mine and not gone.isdisjoint(mine):
+            reads[t] = tuple({s: None for s in map(find, mine) if s not in held})
+    shares = {t: tuple(map(find, mine)) for t, mine in steps.shares.items() if plan.steps[t] not in deleted}
     _, listed, text = list_schedule(Steps(steps.inputs, reads, defines, steps.users, steps.size, held, shares))
     return cl.peak_bytes + min(listed, text) - plan.peak
 
@@ -109,24 +110,26 @@ def in_place(inst: HloInstruction, cl: ComputationLiveness, fused: set[HloInstru
     leaves, static = cl.leaves, cl.static
     operands = inst.operands[:1] if inst.opcode == "dynamic-update-slice" else inst.operands
     found: dict = {}
-    barred: set = set()  # read by a member that is not elementwise
-    stack = list(reversed(operands))
+    for o in operands:
+        for b in leaves.get(o, (o,)):
+            if type(b) is not Leaf and b not in static and b.shape_text == text:
+                found[b] = None
+    if not found or not any(o in fused for o in operands):
+        return tuple(found)
+    # Through the fused members: a buffer a member that is not elementwise reads is barred.
+    barred: set = set()
+    stack = [o for o in operands if o in fused]
     seen: set[HloInstruction] = set()
     while stack:
         o = stack.pop()
         if o in seen:
             continue
         seen.add(o)
-        if o in fused:
-            if o.opcode in ELEMENTWISE:
-                stack.extend(reversed(o.operands))
-            else:
-                barred.update(leaves[o])
+        if o.opcode not in ELEMENTWISE:
+            barred.update(leaves[o])
             continue
-        for b in leaves.get(o, (o,)):
-            if type(b) is not Leaf and b not in static and b.shape_text == text:
-                found[b] = None
-    return tuple(b for b in found if b not in barred)
+        stack += [x for x in o.operands if x in fused]
+    return tuple([b for b in found if b not in barred]) if barred else tuple(found)
 
 
 def _steps(cl: ComputationLiveness, ml: ModuleLiveness, text: list[HloInstruction]
