@@ -25,7 +25,7 @@ from .html_memory import MAX_CHARTS, chosen, live_chart
 from .html_walk import ARROW_DEFS
 from .markup import breakable, escape
 from .memo import Memo
-from .model import InputResult, ModuleRun, RunReport, module_totals, peak_changes
+from .model import InputResult, ModuleRun, RunReport, module_totals, peak_changes, peak_rises, rescheduled_peaks
 from .units import human_bytes, plural
 
 GATHER_FATES = ("kept", "folded", "refused", "unique", "not_traced", "not_candidate")
@@ -328,10 +328,9 @@ def _computation_section(comp: Computation, ids: Ids, open_: bool, charts: set[i
         saved = sum(f.bytes_per_device for f in comp.folds)
         if saved:
             facts.append(f"saves {human_bytes(saved)} / device")
-        change = peak_changes(comp.folds).get(comp.name)
-        if change is not None:
-            rescheduled = comp.profile.rescheduled if comp.profile is not None else None
-            rise = (change[1] if rescheduled is None else rescheduled) - change[0]
+        changes = peak_changes(comp.folds)
+        if comp.name in changes:
+            rise = peak_rises(changes, rescheduled_peaks([comp.profile] if comp.profile else []))[comp.name]
             facts.append(f"peak +{human_bytes(rise)}" if rise > 0 else "peak unchanged")
     if comp.hazards:
         badges.append(f'<span class="badge hazard">{plural(len(comp.hazards), "hazard")}</span>')

@@ -81,8 +81,9 @@ class ModuleRun(Record):
 
     @property
     def peak_increase(self) -> int:
-        """The largest rise of a computation's estimated peak (0 when none rises)."""
-        return max([after - before for before, after in self.peak_changes().values()] + [0])
+        """The largest rise of a computation's estimated peak (0 when none rises), with
+        the folded program scheduled anew where the model schedules (`peak_rises`)."""
+        return max([*peak_rises(self.peak_changes(), rescheduled_peaks(self.profiles)).values(), 0])
 
 
 class InputResult(Record):
@@ -183,6 +184,12 @@ def peak_changes(folds: Sequence[FoldRecord]) -> dict[str, tuple[int, int]]:
             before = out.get(fold.computation, (fold.memory["peak_bytes_before"], 0))[0]
             out[fold.computation] = (before, fold.memory["peak_bytes_after"])
     return out
+
+
+def peak_rises(changes: dict[str, tuple[int, int]], rescheduled: dict[str, int]) -> dict[str, int]:
+    """Per computation: the estimate of how much its peak rises, the folded program
+    scheduled anew where it is (`rescheduled_peaks`), else priced fold by fold."""
+    return {c: rescheduled.get(c, after) - before for c, (before, after) in changes.items()}
 
 
 def rescheduled_peaks(profiles: Sequence[LiveProfile]) -> dict[str, int]:

@@ -20,6 +20,7 @@ from .model import (
     RunReport,
     module_totals,
     peak_changes,
+    peak_rises,
     peak_schedules,
     rescheduled_peaks,
     stage_totals,
@@ -196,7 +197,7 @@ def _peak_phrase(changes: dict[str, tuple[int, int]], rescheduled: dict[str, int
     """The estimated peak change of the computation it grows most: with the folded program
     scheduled anew where the model schedules, and fold by fold (what a budget compares)
     when that differs."""
-    rises = {c: rescheduled.get(c, after) - before for c, (before, after) in changes.items()}
+    rises = peak_rises(changes, rescheduled)
     worst = max(rises, key=rises.__getitem__)
     before, after = changes[worst]
     schedule = schedules.get(worst)
