@@ -34,17 +34,17 @@ refuses --report/--dot naming an input or an output, and an output naming anothe
 
 from __future__ import annotations
 
-import gc
 import io
 import multiprocessing
 import os
+import pickle
 import re
 import signal
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from collections import deque
 from dataclasses import dataclass
+from multiprocessing import connection
 from typing import Sequence, TextIO
 
 from .io.discovery import Discovery, Skipped, discover
@@ -260,87 +260,172 @@ def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOpti
 
 
 def run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
-              results: list[InputResult | None], progress, worker=None) -> None:  # noqa: ANN001
-    """Run every task in a pool of `workers` processes, each result into `results`.
+             results: list[InputResult | None], progress, worker=None) -> None:  # noqa: ANN001
+    """Run every task on at most `workers` worker processes, each result into `results`.
 
-    A worker that dies (killed, out of memory, a crash in native code) breaks the whole
-    pool. The files not finished then are run again: those that were in flight each alone in
-    a pool of its own, so that a file whose worker dies again is the one reported, and those
-    not started yet in a new pool; every good file is still written. At most `workers` files
-    are handed out at a time, so the files in flight are known. `worker` is the function run
-    per task (default: `process_input`).
+    Each worker is a process with a pipe of its own, handed one file at a time. Handing out
+    files, taking results and noticing a worker's death are all done here, by this thread:
+    no thread of the pool shares what is in flight with it. (Python's ProcessPoolExecutor
+    has its own thread fail the pending futures and end the workers when one dies, while
+    this thread hands out the next file: submit() then raised BrokenProcessPool and lost
+    every result, or that thread's loop over the pending futures met the one just added and
+    died with a traceback on stderr, leaving its workers running.)
+
+    A worker that dies (killed, out of memory, a crash in native code) loses only the file it
+    had: that file is run once more in a new worker, and if its worker dies again it is the
+    one reported, with the cause; every other file is still written. `worker` is the
+    function run per task (default: `process_input`).
     """
     worker = worker or process_input
-    queue = sorted(tasks, key=lambda t: (-t.size, t.index))  # largest first: the pool drains evenly
-    while queue:
-        broken = _run_until_broken(queue, options, workers, results, progress, worker)
-        if broken is None:
-            return
-        for task in broken.in_flight:
-            again = _run_until_broken([task], options, 1, results, progress, worker)
-            if again is not None:
-                results[task.index] = _failed(task, EXIT_INPUT_ERROR, f"{task.input}: error: the worker "
-                                              f"process died ({again.cause()}); nothing written")
-                progress.advance(f"{os.path.basename(task.input)} failed")
-        queue = broken.waiting
-
-
-@dataclass
-class _Broken:
-    """How a pool ended when a worker died: the tasks in flight, those not handed out yet,
-    and the exit codes of the workers that had ended (negative: the signal)."""
-
-    in_flight: list[Task]
-    waiting: list[Task]
-    exit_codes: list[int]
-
-    def cause(self) -> str:
-        for code in self.exit_codes:
-            if code < 0:
-                try:
-                    name = signal.Signals(-code).name
-                except ValueError:
-                    name = f"signal {-code}"
-                return f"killed by {name}" + ("; out of memory?" if name == "SIGKILL" else "")
-            if code > 0:
-                return f"exit status {code}"
-        return "out of memory or killed"
-
-
-def _run_until_broken(queue: Sequence[Task], options: RunOptions, workers: int,
-                      results: list[InputResult | None], progress, worker) -> _Broken | None:  # noqa: ANN001
-    """Run `queue` in one pool until every task is done (None) or a worker dies."""
+    waiting = deque(sorted(tasks, key=lambda t: (-t.size, t.index)))  # largest first: the pool drains evenly
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init)
-    waiting = list(reversed(queue))
-    futures: dict = {}
+    pool: list[_Worker] = []
+    died_once: set[int] = set()
+    finished = False
     try:
-        while waiting or futures:
-            while waiting and len(futures) < workers:
-                task = waiting.pop()
-                futures[pool.submit(worker, task, options)] = task
-            done, _ = wait(futures, return_when=FIRST_COMPLETED)
-            for future in done:
-                task = futures.pop(future)
-                try:
-                    result = future.result()
-                except BrokenProcessPool:
-                    codes = [code for code in _exit_codes(_workers(pool)) if code]
-                    return _Broken([task, *futures.values()], list(reversed(waiting)), codes)
-                except Exception as exc:  # noqa: BLE001 - e.g. a result that could not be sent back
-                    result = _failed(task, EXIT_PASS_FAILED,
-                                     f"{task.input}: error: internal error: {type(exc).__name__}: {exc}")
-                results[task.index] = result
-                progress.advance(f"{os.path.basename(task.input)} done")
-        return None
-    except KeyboardInterrupt:
-        _stop_now(pool)
-        pool = None  # its queues' semaphores are unlinked when they are collected, not at exit
-        gc.collect()
-        raise
+        while waiting or any(w.task is not None for w in pool):
+            for w in [w for w in pool if w.task is None]:
+                if waiting and not w.hand(waiting[0]):
+                    pool.remove(w.end())  # it died while idle: the file was never started
+                elif waiting:
+                    waiting.popleft()
+            while waiting and len(pool) < workers:
+                w = _Worker(context, worker, options)
+                pool.append(w)
+                if w.hand(waiting[0]):
+                    waiting.popleft()
+            busy = [w for w in pool if w.task is not None]
+            if not busy:
+                continue
+            ready = set(connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+            for w in busy:
+                if w.conn not in ready and w.process.sentinel not in ready:
+                    continue
+                task, result = w.take_result()
+                if result is not None:
+                    results[task.index] = result
+                    progress.advance(f"{os.path.basename(task.input)} done")
+                    continue
+                pool.remove(w.end())
+                if task.index not in died_once:
+                    died_once.add(task.index)
+                    waiting.appendleft(task)
+                    continue
+                results[task.index] = _failed(task, EXIT_INPUT_ERROR, f"{task.input}: error: the worker process "
+                                              f"died ({_cause(w.process.exitcode)}); nothing written")
+                progress.advance(f"{os.path.basename(task.input)} failed")
+        finished = True
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        _end_workers(pool, finished)
+
+
+class _Worker:
+    """One worker process, the command's end of its pipe, and the task it runs (None: idle)."""
+
+    def __init__(self, context, worker, options: RunOptions) -> None:  # noqa: ANN001
+        ours, theirs = context.Pipe()
+        self.process = context.Process(target=_serve, args=(theirs, worker, options), name="hlo-dedup worker")
+        self.process.start()
+        theirs.close()
+        self.conn = ours
+        self.task: Task | None = None
+
+    def hand(self, task: Task) -> bool:
+        """Give it `task`; False if it is gone (its end of the pipe is closed)."""
+        try:
+            self.conn.send(task)
+        except OSError:
+            return False
+        self.task = task
+        return True
+
+    def take_result(self) -> tuple[Task, InputResult | None]:
+        """Its task and that task's result, once its pipe or its process is ready; the result
+        is None if the worker died without sending one."""
+        task, self.task = self.task, None
+        assert task is not None
+        try:
+            data = self.conn.recv_bytes()
+        except (EOFError, OSError):
+            return task, None
+        try:
+            return task, pickle.loads(data)
+        except Exception as exc:  # noqa: BLE001 - a result that cannot be rebuilt here fails its file only
+            return task, _failed(task, EXIT_PASS_FAILED, f"{task.input}: error: internal error: the worker's "
+                                 f"result could not be read: {type(exc).__name__}: {exc}")
+
+    def end(self) -> _Worker:
+        """Reap a worker that died (this thread is the only one that waits for it)."""
+        self.conn.close()
+        self.process.join(timeout=5)
+        if self.process.exitcode is None:  # its pipe closed but it still runs: it is of no use
+            self.process.kill()
+            self.process.join()
+        return self
+
+
+def _cause(code: int | None) -> str:
+    """What a worker's exit code says of its death (negative: the signal)."""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}" + ("; out of memory?" if name == "SIGKILL" else "")
+    if code:
+        return f"exit status {code}"
+    return "it ended without a result" if code == 0 else "out of memory or killed"
+
+
+def _end_workers(pool: Sequence[_Worker], finished: bool) -> None:
+    """After the last file, each worker is told to stop and waited for. Otherwise (Ctrl-C,
+    SIGTERM, an error here) the files not done are dropped and the workers end now: SIGTERM
+    waits while a worker writes, so a file is written whole or not at all."""
+    for w in pool:
+        if finished:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+        else:
+            w.process.terminate()
+        w.conn.close()
+    for w in pool:
+        w.process.join(timeout=None if finished else 10)
+
+
+def _serve(conn, worker, options: RunOptions) -> None:  # noqa: ANN001
+    """A worker process: `_worker_init`, then `_answer` until the command says stop."""
+    _worker_init()
+    _answer(conn, worker, options)
+
+
+def _answer(conn, worker, options: RunOptions) -> None:  # noqa: ANN001
+    """Run each task received on `conn` and send its result back, until None or the end of
+    the pipe. Whatever goes wrong with a file becomes that file's failed result; a command
+    that is gone (its end of the pipe closed) ends the loop quietly: nothing of it may reach
+    the command's stderr as a traceback."""
+    while True:
+        try:
+            task = conn.recv()
+        except Exception:  # noqa: BLE001 - the command is gone, or sent what cannot be read: end
+            return
+        if task is None:
+            return
+        try:
+            result = worker(task, options)
+        except Exception as exc:  # noqa: BLE001 - the failure of one file
+            result = _failed(task, EXIT_PASS_FAILED,
+                             f"{task.input}: error: internal error: {type(exc).__name__}: {exc}")
+        try:
+            data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - a result that cannot be sent back
+            data = pickle.dumps(_failed(task, EXIT_PASS_FAILED, f"{task.input}: error: internal error: the result "
+                                        f"could not be sent back: {type(exc).__name__}: {exc}"))
+        try:
+            conn.send_bytes(data)
+        except OSError:
+            return
 
 
 def _worker_init() -> None:
@@ -349,44 +434,3 @@ def _worker_init() -> None:
     A main process killed outright cannot stop them: they end when it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent()
-
-
-def _exit_codes(processes: list, timeout: float = 5.0) -> list[int | None]:
-    """The workers' exit codes once they have ended (None for one still running at the
-    deadline). The pool's own thread reaps them at the same time: a process it reaped
-    reads as running until that thread has stored its status, so a missing code is asked
-    again instead of taken for "no code" (which had turned a SIGSEGV into "out of memory
-    or killed" on a busy machine)."""
-    deadline = time.monotonic() + timeout
-    codes: list[int | None] = []
-    for process in processes:
-        process.join(timeout=max(0.0, deadline - time.monotonic()))
-        code = process.exitcode
-        while code is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-            code = process.exitcode
-        codes.append(code)
-    return codes
-
-
-def _workers(pool: ProcessPoolExecutor) -> list:
-    return list((getattr(pool, "_processes", None) or {}).values())
-
-
-def _stop_now(pool: ProcessPoolExecutor) -> None:
-    """Ctrl-C: drop the queued files and end the workers now (a file is either written
-    whole or not at all)."""
-    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14+
-    if terminate is not None:
-        terminate()
-        return
-    processes = _workers(pool)  # shutdown() forgets them and the pool's thread
-    thread = getattr(pool, "_executor_manager_thread", None)
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        try:
-            process.terminate()
-        except (OSError, ValueError, AttributeError):
-            pass
-    if thread is not None:
-        thread.join(timeout=10)  # it sees the workers gone and lets go of the queues

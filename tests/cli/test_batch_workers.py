@@ -1,9 +1,10 @@
 """Batch mode survives a worker process that dies, and still writes every good file.
 
-A worker that dies breaks Python's whole process pool (BrokenProcessPool): the files in
-flight are re-run each alone, so the one whose worker dies again is reported (one line,
-exit 2) and every other file is written. The deaths here are real: a worker that kills
-itself with SIGSEGV on one file, and a worker killed with SIGKILL from outside.
+A worker that dies loses only the file it had: that file is run once more in a new worker,
+the one whose worker dies again is reported (one line, exit 2) and every other file is
+written. The deaths here are real: a worker that kills itself with SIGSEGV on one file
+(also while the command is between a result and the next file), and a worker killed with
+SIGKILL from outside. Whatever else goes wrong in a worker fails its file, never the run.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from hlo_dedup.batch import Task, _exit_codes, plan, process_input, run_pool
-from hlo_dedup.progress import make_progress
-from hlo_dedup.report import EXIT_INPUT_ERROR, EXIT_OK
+from hlo_dedup.batch import Task, plan, process_input, run_pool
+from hlo_dedup.progress import NullProgress, make_progress
+from hlo_dedup.report import EXIT_INPUT_ERROR, EXIT_OK, InputResult
 from hlo_dedup.run import RunOptions
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "jax"
@@ -99,23 +101,69 @@ def test_a_worker_killed_from_outside_does_not_lose_files(tmp_path: Path) -> Non
         assert (out / f"big{i}.hlo").read_text() == big
 
 
-class _ReapedElsewhere:
-    """A worker another thread is reaping: its status shows only after a few reads."""
-
-    def __init__(self, code: int | None, reads_before: int) -> None:
-        self.code, self.reads_before = code, reads_before
-
-    def join(self, timeout: float | None = None) -> None:
-        pass
-
-    @property
-    def exitcode(self) -> int | None:
-        if self.reads_before:
-            self.reads_before -= 1
-            return None
-        return self.code
+def _copy_files(src: Path, extra: str) -> tuple[list[Task], Path]:
+    """The test modules and one more copy named `extra`, planned into `<src>/../out`."""
+    src.mkdir()
+    for f in FILES:
+        (src / f.name).write_bytes(f.read_bytes())
+    (src / extra).write_bytes(FILES[0].read_bytes())
+    out = src.parent / "out"
+    out.mkdir()
+    tasks, problems, _ = plan([str(src)], str(out))
+    assert not problems
+    return tasks, out
 
 
-def test_a_dead_workers_code_is_waited_for_while_the_pool_reaps_it() -> None:
-    assert _exit_codes([_ReapedElsewhere(-11, 3), _ReapedElsewhere(0, 0)]) == [-11, 0]
-    assert _exit_codes([_ReapedElsewhere(None, 0)], timeout=0.05) == [None]  # still running at the deadline
+def segfault_once_another_file_is_written(task: Task, options: RunOptions):  # noqa: ANN201 - pickled by name
+    """crash*.hlo kills its worker, but only once another file's output is written (that file
+    was handed out beside it), and says so first in `<input>.dying`."""
+    name = os.path.basename(task.input)
+    if name.startswith("crash"):
+        out = os.path.dirname(task.output)
+        deadline = time.monotonic() + 120
+        while not any(n.endswith(".hlo") and not n.startswith(".") for n in os.listdir(out)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        Path(task.input + ".dying").touch()
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return process_input(task, options)
+
+
+class _SlowBetweenFiles(NullProgress):
+    """The command taking its time between a result and handing out the next file (a
+    loaded machine): the first advance waits until the crash worker has died, and every
+    advance records the threads started since the run began."""
+
+    def __init__(self, dying: Path) -> None:
+        self.dying, self.calls = dying, 0
+        self.before = set(threading.enumerate())
+        self.started: set[threading.Thread] = set()
+
+    def advance(self, description: str | None = None) -> None:
+        self.calls += 1
+        self.started |= set(threading.enumerate()) - self.before
+        if self.calls == 1:
+            deadline = time.monotonic() + 120
+            while not self.dying.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(1.0)  # the worker is dead by now, and its death seen by anything watching
+
+
+def test_a_worker_dying_while_the_next_file_is_handed_out_loses_nothing(tmp_path: Path) -> None:
+    """The crash file is handed out first, the first other file beside it; its result comes
+    while the crash worker is alive, and the worker dies before the next file is handed out.
+    A process pool whose own thread ends the pool on a death made that hand-out raise
+    BrokenProcessPool (the run failed), or made that thread fail with a traceback on stderr."""
+    tasks, out = _copy_files(tmp_path / "in", "crash.hlo")
+    tasks = [t if os.path.basename(t.input) != "crash.hlo" else Task(t.index, t.input, t.output, size=10**9)
+             for t in tasks]  # largest first: the crash file goes out first
+    progress = _SlowBetweenFiles(tmp_path / "in" / "crash.hlo.dying")
+    results: list[InputResult | None] = [None] * len(tasks)
+    run_pool(tasks, RunOptions(), 2, results, progress, worker=segfault_once_another_file_is_written)
+    by_name = {os.path.basename(r.input): r for r in results if r is not None}
+    crash = by_name.pop("crash.hlo")
+    assert crash.error == (f"{tmp_path / 'in' / 'crash.hlo'}: error: the worker process died (killed by SIGSEGV); "
+                           "nothing written")
+    assert all(r.exit_status == EXIT_OK for r in by_name.values()), [r.error for r in by_name.values()]
+    assert sorted(p.name for p in out.iterdir()) == sorted(f.name for f in FILES)
+    assert not progress.started, progress.started  # no thread beside this one shares the files in flight
