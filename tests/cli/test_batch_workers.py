@@ -16,13 +16,14 @@ import subprocess
 import sys
 import threading
 import time
+from multiprocessing import Pipe
 from pathlib import Path
 
 import pytest
 
-from hlo_dedup.batch import Task, plan, process_input, run_pool
+from hlo_dedup.batch import Task, _answer, plan, process_input, run_pool
 from hlo_dedup.progress import NullProgress, make_progress
-from hlo_dedup.report import EXIT_INPUT_ERROR, EXIT_OK, InputResult
+from hlo_dedup.report import EXIT_INPUT_ERROR, EXIT_OK, EXIT_PASS_FAILED, InputResult
 from hlo_dedup.run import RunOptions
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "jax"
@@ -167,3 +168,66 @@ def test_a_worker_dying_while_the_next_file_is_handed_out_loses_nothing(tmp_path
     assert all(r.exit_status == EXIT_OK for r in by_name.values()), [r.error for r in by_name.values()]
     assert sorted(p.name for p in out.iterdir()) == sorted(f.name for f in FILES)
     assert not progress.started, progress.started  # no thread beside this one shares the files in flight
+
+
+class _Unreadable:
+    """Pickled in a worker, it cannot be rebuilt in the command."""
+
+    def __reduce__(self):  # noqa: ANN204
+        return (_refuse, ())
+
+
+def _refuse() -> None:
+    raise ValueError("this object cannot be rebuilt")
+
+
+def misbehave_on_odd_files(task: Task, options: RunOptions):  # noqa: ANN201 - pickled by name
+    """raise.hlo: the worker function raises; unsendable.hlo: its result cannot be pickled;
+    unreadable.hlo: its result cannot be unpickled; any other file is processed."""
+    name = os.path.basename(task.input)
+    if name == "raise.hlo":
+        raise RuntimeError("the worker function failed")
+    result = process_input(task, options)
+    if name == "unsendable.hlo":
+        result.log = threading.Lock()  # type: ignore[assignment]
+    if name == "unreadable.hlo":
+        return _Unreadable()
+    return result
+
+
+@pytest.mark.parametrize(("name", "error"), [
+    ("raise.hlo", "internal error: RuntimeError: the worker function failed"),
+    ("unsendable.hlo",
+     "internal error: the result could not be sent back: TypeError: cannot pickle '_thread.lock' object"),
+    ("unreadable.hlo",
+     "internal error: the worker's result could not be read: ValueError: this object cannot be rebuilt"),
+])
+def test_a_file_whose_worker_fails_to_answer_fails_alone(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                                         name: str, error: str) -> None:
+    tasks, out = _copy_files(tmp_path / "in", name)
+    results: list[InputResult | None] = [None] * len(tasks)
+    run_pool(tasks, RunOptions(), 2, results, make_progress(io.StringIO(), enabled=False),
+             worker=misbehave_on_odd_files)
+    by_name = {os.path.basename(r.input): r for r in results if r is not None}
+    odd = by_name.pop(name)
+    assert (odd.exit_status, odd.error) == (EXIT_PASS_FAILED, f"{tmp_path / 'in' / name}: error: {error}")
+    assert all(r.exit_status == EXIT_OK for r in by_name.values()), [r.error for r in by_name.values()]
+    assert {p.name for p in out.iterdir()} >= {f.name for f in FILES}
+    assert "Traceback" not in capfd.readouterr().err  # the workers share the command's stderr
+
+
+def test_a_worker_whose_command_is_gone_ends_quietly() -> None:
+    """The command's end of the pipe closed while a file was being run: the result cannot
+    be sent, and the worker's loop ends instead of raising (a traceback on stderr)."""
+    ours, theirs = Pipe()
+    task = Task(0, "a.hlo", None)
+    ours.send(task)
+    ours.close()
+    ran: list[Task] = []
+
+    def run(t: Task, options: RunOptions) -> InputResult:
+        ran.append(t)
+        return InputResult(t.input, t.output)
+
+    _answer(theirs, run, RunOptions())  # returns: the send failed with EPIPE, the loop ended
+    assert ran == [task]
