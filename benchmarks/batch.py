@@ -72,6 +72,7 @@ def tree_digest(root: Path) -> str:
 def run_once(jobs: int, directory: Path = IN_DIR) -> dict:
     out = OUT_ROOT / f"j{jobs}"
     shutil.rmtree(out, ignore_errors=True)
+    OUT_ROOT.mkdir(parents=True, exist_ok=True)  # the report is written beside the outputs
     report = OUT_ROOT / f"j{jobs}.json"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["CI"] = "true"  # never a progress display
