@@ -283,6 +283,17 @@ def run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
     died_once: set[int] = set()
     finished = False
     try:
+        def died(w: _Worker, task: Task) -> None:
+            """`w` died with `task` (or before taking it): run it once more, else report it."""
+            pool.remove(w.end())
+            if task.index not in died_once:
+                died_once.add(task.index)
+                waiting.appendleft(task)
+                return
+            results[task.index] = _failed(task, EXIT_INPUT_ERROR, f"{task.input}: error: the worker process "
+                                          f"died ({_cause(w.process.exitcode)}); nothing written")
+            progress.advance(f"{os.path.basename(task.input)} failed")
+
         while waiting or any(w.task is not None for w in pool):
             for w in [w for w in pool if w.task is None]:
                 if waiting and not w.hand(waiting[0]):
@@ -292,8 +303,9 @@ def run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
             while waiting and len(pool) < workers:
                 w = _Worker(context, worker, options)
                 pool.append(w)
-                if w.hand(waiting[0]):
-                    waiting.popleft()
+                task = waiting.popleft()
+                if not w.hand(task):  # a new worker gone before its first file: that file's second chance
+                    died(w, task)
             busy = [w for w in pool if w.task is not None]
             if not busy:
                 continue
@@ -305,15 +317,8 @@ def run_pool(tasks: Sequence[Task], options: RunOptions, workers: int,
                 if result is not None:
                     results[task.index] = result
                     progress.advance(f"{os.path.basename(task.input)} done")
-                    continue
-                pool.remove(w.end())
-                if task.index not in died_once:
-                    died_once.add(task.index)
-                    waiting.appendleft(task)
-                    continue
-                results[task.index] = _failed(task, EXIT_INPUT_ERROR, f"{task.input}: error: the worker process "
-                                              f"died ({_cause(w.process.exitcode)}); nothing written")
-                progress.advance(f"{os.path.basename(task.input)} failed")
+                else:
+                    died(w, task)
         finished = True
     finally:
         _end_workers(pool, finished)

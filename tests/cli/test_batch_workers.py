@@ -231,3 +231,20 @@ def test_a_worker_whose_command_is_gone_ends_quietly() -> None:
 
     _answer(theirs, run, RunOptions())  # returns: the send failed with EPIPE, the loop ended
     assert ran == [task]
+
+
+def test_workers_that_die_before_their_first_file_fail_each_file_instead_of_spawning_forever(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hlo_dedup.batch as batch
+
+    monkeypatch.setattr(batch._Worker, "hand", lambda self, task: False)  # every worker's pipe is closed
+    (tmp_path / "out").mkdir()
+    tasks, _, _ = plan([str(f) for f in FILES[:3]], str(tmp_path / "out"))
+    results: list[InputResult | None] = [None] * len(tasks)
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (run_pool(tasks, RunOptions(), 2, results, NullProgress()), done.set()))
+    thread.start()
+    thread.join(timeout=120)
+    assert done.is_set(), "run_pool kept starting workers"
+    assert all(r is not None and r.exit_status == EXIT_INPUT_ERROR and "the worker process died" in r.error
+               for r in results)
