@@ -2,7 +2,9 @@
 
 A scheduled module is priced as written; one before optimizations as a compiler would
 fuse and schedule it (`fusion_model`, `schedule`), and each price says which schedule it
-assumes (``price.schedule``).
+assumes (``price.schedule``). bf16 and f16 are priced as a backend with 16-bit arithmetic
+runs them unless ``f32_arithmetic=True`` says it computes them in f32, as XLA:CPU does
+(`f32_arithmetic`; `PRICE_BACKENDS` by name).
 
     >>> from hlo_dedup.analysis import FoldPricer, parse_budget
     >>> pricer = FoldPricer(module)                  # before the pass rewrites anything
@@ -13,7 +15,7 @@ assumes (``price.schedule``).
 from .budget import parse_budget
 from .fold_price import FoldPrice, FoldPricer
 from .liveness import BufferRange, ComputationLiveness
-from .module_liveness import ModuleLiveness, analyze
+from .module_liveness import PRICE_BACKENDS, ModuleLiveness, analyze
 
 __all__ = [
     "BufferRange",
@@ -21,6 +23,7 @@ __all__ = [
     "FoldPrice",
     "FoldPricer",
     "ModuleLiveness",
+    "PRICE_BACKENDS",
     "analyze",
     "parse_budget",
 ]

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .buffers import Leaf
+from .f32_arithmetic import F32Decisions, Scratch, add_f32_arithmetic
 from .fusion_model import BITCAST, ELEMENTWISE, FUSED, FusionDecisions
 from .liveness import MEMORY_MINIMIZING, ComputationLiveness, definition_order
 from .schedule import Steps, list_schedule
@@ -57,6 +58,8 @@ def compiled_liveness(ml: ModuleLiveness, comp: HloComputation) -> ComputationLi
     except KeyError:  # raised by an operand outside the computation
         definition_order(comp.name, text)  # says which one
         raise
+    if ml.f32_arithmetic:  # the backend computes bf16 and f16 in f32 (`f32_arithmetic`)
+        add_f32_arithmetic(cl, steps)
     plan = _schedule_input(cl, steps, inputs)
     order, listed_peak, text_peak = list_schedule(plan)
     cl.plan = SchedulePlan(steps, plan, min(listed_peak, text_peak))
@@ -138,7 +141,7 @@ def _steps(cl: ComputationLiveness, ml: ModuleLiveness, text: list[HloInstructio
     sizes (by text step) in `cl`, and the steps each waits for (all-gathers chained in
     text order); each alias's buffers in `cl.leaves`, and the steps it stands for
     (`through`; a fused group leaves the static ones out of both)."""
-    kind_of = FusionDecisions(cl.computation, text).kind
+    kind_of = (F32Decisions if ml.f32_arithmetic else FusionDecisions)(cl.computation, text).kind
     steps: list[HloInstruction] = []
     inputs: list[list[int]] = []
     through: dict[HloInstruction, tuple] = {}
@@ -248,6 +251,10 @@ def _schedule_input(cl: ComputationLiveness, steps: list[HloInstruction], inputs
             if b not in size:
                 size[b] = b.size if type(b) is Leaf else sizes[position[b]]
     shares = {position[inst]: tuple([b for b in mine if b not in kept]) for inst, mine in cl.in_place.items()}
+    for t, extra in cl.scratch.items():  # a step's f32 temporaries: defined, read by nothing
+        b = Scratch(steps[t])
+        own[t] += (b,)
+        size[b] = extra
     return Steps(inputs, reads, own, [inst.user_count for inst in steps], size, held, shares)
 
 
@@ -262,6 +269,8 @@ def _place(cl: ComputationLiveness, steps: list[HloInstruction], order: list[Hlo
     sizes = cl.sizes
     cl.sizes = [sizes[old[inst]] for inst in order]
     cl.nested = {position[steps[t]]: v for t, v in cl.nested.items()}
+    if cl.scratch:
+        cl.scratch = {position[steps[t]]: v for t, v in cl.scratch.items()}
     cl.instructions = order
     cl.ends = list(range(n))
     cl.leaf_ends = {b: position[b.instruction] for b in cl.leaf_ends}

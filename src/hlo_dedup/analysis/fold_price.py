@@ -92,11 +92,14 @@ class FoldPricer:
     whether or not the uses of earlier removed instructions were already re-pointed. It
     must not change otherwise (no DCE) while folds are priced. `spmd` is the module's
     `use_spmd_partitioning`: whether HloDCE may delete collectives; `compiler_model` as in
-    `liveness.ModuleLiveness` (by default: on for a module that is not scheduled).
+    `liveness.ModuleLiveness` (by default: on for a module that is not scheduled);
+    `f32_arithmetic`: the backend computes bf16 and f16 in f32, as XLA:CPU does
+    (`f32_arithmetic`; off: priced as written).
     """
 
-    def __init__(self, module: HloModule, *, spmd: bool = True, compiler_model: bool | None = None) -> None:
-        self.liveness = ModuleLiveness(module, compiler_model=compiler_model)
+    def __init__(self, module: HloModule, *, spmd: bool = True, compiler_model: bool | None = None,
+                 f32_arithmetic: bool = False) -> None:
+        self.liveness = ModuleLiveness(module, compiler_model=compiler_model, f32_arithmetic=f32_arithmetic)
         self.spmd = spmd
         self._states: dict[HloComputation, _State] = {}
         self._journal: list[Callable[[], None]] | None = None
@@ -481,6 +484,8 @@ class _State:
                 if b not in forward:
                     self.free(b)
             p = cl.position[d]
+            if cl.scratch and p in cl.scratch and cl.instructions[p] is d:  # its f32 temporaries
+                self.add(p, p, -cl.scratch[p])
             for b in {self.find(x) for x in cl.reads(d)}:
                 if b not in freed and b not in static and self.end(b) == p:
                     self.set_end(b, self.last_reader(b))

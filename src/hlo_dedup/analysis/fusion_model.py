@@ -40,12 +40,11 @@ A fused group reads at most `MAX_FUSED_READS` buffers: the producer that would m
 read more is the root of a group of its own (a result written into an operand's buffer
 is `compiled_liveness`'s rule). Not modelled: output fusion of matrix-vector dots, the
 copies layout assignment adds, multi-output fusion, and XLA's own limits on fusion size
-and code duplication; constants and parameters stay static (see `buffers`). Nor is
-XLA:CPU's f32 arithmetic for bf16 (``float-normalization-bf16``, ``all-reduce-promotion``:
-an f32 copy of each bf16 operand of a dot or collective, an f32 result converted back):
-bf16 is priced as written, as a compiler with bf16 matmuls and collectives runs it, which
-makes the estimate high against XLA:CPU on bf16 programs
-(``benchmarks/float_normalization.py``).
+and code duplication; constants and parameters stay static (see `buffers`). bf16 is priced
+as written, as a compiler with bf16 matmuls and collectives runs it; XLA:CPU's f32
+arithmetic for bf16 (``float-normalization-bf16``, ``all-reduce-promotion``: f32 copies of
+the operands of each dot or collective, an f32 result converted back, a transposed copy of
+a dot) is opt-in (`f32_arithmetic`, which also makes such a transpose no bitcast).
 
 Agreement: with the schedule of `schedule` and the folded program scheduled anew, the
 predicted change of the peak on JAX programs before optimizations (FSDP layers under

@@ -153,6 +153,9 @@ class ComputationLiveness:
         self.leaf_ends: dict[Leaf, int] = {}
         self.element_readers: set[HloInstruction] = set()  # get-tuple-elements
         self.nested: dict[int, int] = {}  # program point -> nested bytes of its callees
+        # Compiler model on a backend computing bf16 in f32: program point -> bytes of the
+        # step's f32 temporaries, live at it only (`f32_arithmetic`).
+        self.scratch: dict[int, int] = {}
         # Compiler model: per step, the buffers its result may be written into (`compiled_liveness.in_place`).
         self.in_place: dict[HloInstruction, tuple[Buffer, ...]] = {}
         self.plan: SchedulePlan | None = None  # compiler model: what its schedule was chosen from
@@ -310,6 +313,8 @@ class ComputationLiveness:
         # One running sum of (bytes starting at t) - (bytes that ended at t - 1).
         live = list(accumulate(map(sub, starts, chain((0,), ended))))
         for p, extra in self.nested.items():
+            live[p] += extra
+        for p, extra in self.scratch.items():
             live[p] += extra
         return live
 

@@ -1,7 +1,9 @@
 """Liveness of a whole module: each computation's model, built on first request.
 
 A scheduled module (``is_scheduled=true``) is priced as written (`liveness`); one before
-optimizations as a compiler would fuse and schedule it (`compiled_liveness`).
+optimizations as a compiler would fuse and schedule it (`compiled_liveness`), on a backend
+with 16-bit arithmetic unless told the backend computes bf16 and f16 in f32
+(`f32_arithmetic`, XLA:CPU; `PRICE_BACKENDS` names the backends).
 """
 
 from __future__ import annotations
@@ -19,16 +21,26 @@ if TYPE_CHECKING:
     from ..ir.shape import Shape
 
 
+#: The backends the model prices for (``--price-backend``), and whether each computes bf16
+#: and f16 arithmetic in f32: Neuron and GPUs compute it natively, XLA:CPU does not.
+PRICE_BACKENDS: dict[str, bool] = {"native": False, "xla-cpu": True}
+
+
 class ModuleLiveness:
     """Liveness of a module's computations, each analysed on first request.
 
     `computation(c)` analyses `c` and, through its while/conditional/call/async call
     sites, the computations it runs; fusion bodies and scalar computations are never
     analysed. The module must not change while this object is in use.
+
+    `f32_arithmetic`: the backend computes bf16 and f16 arithmetic in f32, as XLA:CPU does
+    (`f32_arithmetic` module); read by the compiler model only, decided once here.
     """
 
-    def __init__(self, module: HloModule, *, compiler_model: bool | None = None) -> None:
+    def __init__(self, module: HloModule, *, compiler_model: bool | None = None,
+                 f32_arithmetic: bool = False) -> None:
         self.module = module
+        self.f32_arithmetic = bool(f32_arithmetic)
         # A module before optimizations is priced as a compiler would fuse and schedule it
         # (`fusion_model`, `schedule`); a scheduled one as it is.
         self.compiler_model = not module.is_scheduled if compiler_model is None else compiler_model
@@ -130,7 +142,7 @@ class ModuleLiveness:
         return list(self._computations.values())
 
 
-def analyze(module: HloModule, *, compiler_model: bool | None = None) -> ModuleLiveness:
+def analyze(module: HloModule, *, compiler_model: bool | None = None, f32_arithmetic: bool = False) -> ModuleLiveness:
     """Liveness for `module` (computations are analysed when first asked for); see
-    `ModuleLiveness` for `compiler_model`."""
-    return ModuleLiveness(module, compiler_model=compiler_model)
+    `ModuleLiveness` for `compiler_model` and `f32_arithmetic`."""
+    return ModuleLiveness(module, compiler_model=compiler_model, f32_arithmetic=f32_arithmetic)
