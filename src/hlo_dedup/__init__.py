@@ -108,13 +108,16 @@ def _jax_hlo_text(source: object, stage: str | None = None) -> str:
 
 def run_passes(
     module: HloModule, passes: Sequence[str] | None = None, *, strict: bool = False,
-    max_peak_increase: int | None = None,
+    max_peak_increase: int | None = None, price_backend: str = "native",
 ) -> PipelineResult:
     """Run registered passes by name (default: neuronx-cc's #76 then #106). `strict` refuses
     hazardous all-gather folds; `max_peak_increase` (bytes) refuses folds that would raise
-    their computation's estimated peak memory by more than that."""
+    their computation's estimated peak memory by more than that; `price_backend` is the
+    backend that estimate is for: ``native`` (bf16 as written) or ``xla-cpu`` (bf16 and f16
+    computed in f32)."""
     names = DEFAULT_PIPELINE if passes is None else tuple(passes)
-    return Pipeline.from_names(names, strict=strict, max_peak_increase=max_peak_increase).run(module)
+    return Pipeline.from_names(names, strict=strict, max_peak_increase=max_peak_increase,
+                               price_backend=price_backend).run(module)
 
 
 def save(module: HloModule, path: str | os.PathLike[str], *, format: str | None = None) -> None:

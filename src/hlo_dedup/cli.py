@@ -6,7 +6,7 @@
               [--dot=FILE.dot] [--html=FILE.html] [--strict] [--max-peak-increase=BYTES]
               [--spmd | --no-spmd] [--verify [--replicas N] [--partitions M] [--timeout S]]
               [--report-only]
-              [--price=model|xla]
+              [--price=model|xla] [--price-backend=native|xla-cpu]
     hlo-dedup INPUT... (--output-dir OUT | --report-only) [-j N] [--stage REGEX]
               [--module REGEX] [the options above]                       (batch mode)
     hlo-dedup verify BEFORE AFTER [--seed N] [--runs N] [--replicas N] [--partitions M]
@@ -29,6 +29,7 @@ from typing import NoReturn, Sequence, TextIO
 
 from . import __version__, streams
 from .analysis.budget import parse_budget
+from .analysis.module_liveness import PRICE_BACKENDS
 from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS, STDIO, output_format_for
 from .passes import DEFAULT_PIPELINE, pass_names
 from .passes.registry import unknown_pass_message
@@ -182,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="who prices the folds in memory: model (default; the pure-Python "
                              "estimate) or xla (compile each module before and after on XLA:CPU and "
                              "report XLA's own peaks; needs the xla extra)")
+    parser.add_argument("--price-backend", choices=tuple(PRICE_BACKENDS), default="native",
+                        help="the backend the model's memory price is for: native (default; bf16 and f16 "
+                             "arithmetic as written, as Neuron and GPUs run it) or xla-cpu (computed in f32 "
+                             "between converts, as XLA:CPU does); no effect with --price=xla")
     parser.add_argument("--spmd", action=argparse.BooleanOptionalAction, default=True,
                         help="read modules as SPMD programs (default); --no-spmd is XLA's text-loader default")
     parser.add_argument("--verify", action="store_true",
@@ -242,6 +247,7 @@ def options_from_args(args: argparse.Namespace, command_line: str = "") -> RunOp
         html=args.html,
         command_line=command_line,
         price=args.price,
+        price_backend=args.price_backend,
     )
 
 

@@ -95,7 +95,9 @@ class RunOptions(FrozenRecord):
     `max_peak_increase`: bytes; folds raising a peak by more are refused. `price`: who prices
     the folds in memory, `model` (the pure-Python estimate, fold by fold) or `xla` (XLA:CPU
     compiles each module before and after; the budget is then decided with its peaks, see
-    `hlo_dedup.price`).
+    `hlo_dedup.price`). `price_backend`: the backend the model prices for, `native` (bf16 and
+    f16 as written) or `xla-cpu` (computed in f32, as XLA:CPU does); with `price` `xla` it
+    plays no part (XLA:CPU is measured).
     `command_line` is the command as typed, for the page to say what produced it.
     `participants`: the replicas x partitions --verify runs modules on (None: what they state or need);
     `verify_timeout`: the seconds its run of an input may take (None: `equivalence.DEFAULT_TIMEOUT`).
@@ -103,17 +105,17 @@ class RunOptions(FrozenRecord):
 
     __slots__ = ("passes", "input_format", "output_format", "split_input_file", "strict", "max_peak_increase",
                  "spmd", "verify", "v", "vmodule", "report", "dot", "report_only", "html", "command_line",
-                 "price", "participants", "verify_timeout")
+                 "price", "participants", "verify_timeout", "price_backend")
 
     def __init__(self, passes: tuple[str, ...] = DEFAULT_PIPELINE, input_format: str | None = None,
                  output_format: str | None = None, split_input_file: bool = False, strict: bool = False,
                  max_peak_increase: int | None = None, spmd: bool = True, verify: bool = False, v: int = 0,
                  vmodule: str = "", report: str | None = None, dot: str | None = None, report_only: bool = False,
                  html: str | None = None, command_line: str = "", price: str = "model",
-                 participants: Any = None, verify_timeout: float | None = None) -> None:
+                 participants: Any = None, verify_timeout: float | None = None, price_backend: str = "native") -> None:
         init_frozen(self, passes, input_format, output_format, split_input_file, strict, max_peak_increase, spmd,
                     verify, v, vmodule, report, dot, report_only, html, command_line, price, participants,
-                    verify_timeout)
+                    verify_timeout, price_backend)
 
     @property
     def verbose(self) -> bool:
@@ -305,7 +307,8 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
             run = ModuleRun(module.name, input, index)
             result.modules.append(run)
             pipeline = Pipeline.from_names(passes, strict=options.strict,  # XLA's peaks decide a budget later
-                                           max_peak_increase=None if xla_priced else options.max_peak_increase)
+                                           max_peak_increase=None if xla_priced else options.max_peak_increase,
+                                           price_backend="native" if xla_priced else options.price_backend)
             started = time.perf_counter()
 
             def after_pass(p, pass_result, run=run) -> None:  # noqa: ANN001

@@ -33,6 +33,7 @@ from ..ir.module import HloModule
 from ..analysis.budget import spell_bytes
 from ..analysis.fold_price import FoldPrice, FoldPricer
 from ..analysis.live_profile import live_profile
+from ..analysis.module_liveness import PRICE_BACKENDS
 from ..ir.shape import byte_size
 from .dce import run_dce
 from .gather_survey import GatherSurvey
@@ -122,9 +123,14 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     source_file = "neuron_all_gather_duplicate_remover.cc"
 
     def __init__(self, strict: bool = False, max_peak_increase: int | None = None,
-                 refused_folds: Mapping[tuple[str, str], str] | None = None) -> None:
+                 refused_folds: Mapping[tuple[str, str], str] | None = None, price_backend: str = "native") -> None:
         self.strict = strict
         self.max_peak_increase = max_peak_increase
+        # The backend the memory price is for (`analysis.PRICE_BACKENDS`): whether it
+        # computes bf16 and f16 in f32 (XLA:CPU) or natively.
+        if price_backend not in PRICE_BACKENDS:
+            raise ValueError(f"unknown price backend {price_backend!r} (known: {', '.join(PRICE_BACKENDS)})")
+        self.price_backend = price_backend
         # (computation, removed gather) -> why that fold is refused (an outside judge: XLA's peak)
         self.refused_folds = refused_folds or {}
         self._walker = RawParameterWalker()
@@ -147,7 +153,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         self._walker = RawParameterWalker()  # walks remembered for this module's run
         survey = GatherSurvey(module, self._walker)
         # Built before the first rewrite; a computation's model only once it gets a fold.
-        pricer = FoldPricer(module, spmd=module.use_spmd_partitioning)
+        pricer = FoldPricer(module, spmd=module.use_spmd_partitioning,
+                            f32_arithmetic=PRICE_BACKENDS[self.price_backend])
         found = _by_computation(module, GATHERS, _MENTION)
         priced: dict[HloComputation, list[FoldPrice]] = {}
         for comp in module.computations if vlog else found:

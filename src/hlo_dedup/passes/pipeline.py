@@ -38,8 +38,10 @@ class Pipeline:
     @classmethod
     def from_names(cls, names: Sequence[str], *, strict: bool = False,
                    max_peak_increase: int | None = None,
-                   refused_folds: Mapping[tuple[str, str], str] | None = None) -> Pipeline:
-        return cls([create_pass(n, strict=strict, max_peak_increase=max_peak_increase, refused_folds=refused_folds)
+                   refused_folds: Mapping[tuple[str, str], str] | None = None,
+                   price_backend: str = "native") -> Pipeline:
+        return cls([create_pass(n, strict=strict, max_peak_increase=max_peak_increase, refused_folds=refused_folds,
+                                price_backend=price_backend)
                     for n in names])
 
     def run(

@@ -50,14 +50,15 @@ def unknown_pass_message(name: str) -> str:
 
 
 def create_pass(name: str, *, strict: bool = False, max_peak_increase: int | None = None,
-                refused_folds: Mapping[tuple[str, str], str] | None = None) -> HloPass:
+                refused_folds: Mapping[tuple[str, str], str] | None = None, price_backend: str = "native") -> HloPass:
     """Instantiate the pass registered as `name`; KeyError lists the known names.
-    `strict`, `max_peak_increase` (bytes) and `refused_folds` ((computation, removed
-    all-gather) -> reason) configure the all-gather pass."""
+    `strict`, `max_peak_increase` (bytes), `refused_folds` ((computation, removed
+    all-gather) -> reason) and `price_backend` (`analysis.PRICE_BACKENDS`) configure the
+    all-gather pass."""
     cls = _PASSES.get(name)
     if cls is None:
         raise KeyError(unknown_pass_message(name))
     if cls is NeuronAllGatherDuplicateRemover:
         return NeuronAllGatherDuplicateRemover(strict=strict, max_peak_increase=max_peak_increase,
-                                               refused_folds=refused_folds)
+                                               refused_folds=refused_folds, price_backend=price_backend)
     return cls()
