@@ -2,7 +2,10 @@
 
     python benchmarks/price_vs_xla.py            # the table in benchmarks/README.md, ~1 min on 2 cores
     python benchmarks/price_vs_xla.py --quick    # the same programs with 1/16 of the weights
+    python benchmarks/price_vs_xla.py --price-backend native   # bf16 priced as written
 
+The model prices for the backend it is compared with (`--price-backend xla-cpu`, the
+default here: XLA:CPU computes bf16 in f32, `hlo_dedup.analysis.f32_arithmetic`).
 Each program is lowered for 8 devices (`jax.jit(f).lower(...).as_text(dialect="hlo")`:
 before XLA's optimizations, so its duplicate all-gathers are still there). Per module:
 
@@ -174,8 +177,13 @@ def programs(scale: int) -> list[tuple[str, str, Callable[[], str]]]:
     ]
 
 
+#: The backend the model prices for: the one it is compared with (`--price-backend`).
+BACKEND = ["xla-cpu"]
+
+
 def _passes(text: str, **options) -> tuple[hlo_dedup.HloModule, list]:  # noqa: ANN003
     (module,) = modules_from_text(text, "<jax>", split_input_file=False)
+    options.setdefault("price_backend", BACKEND[0])
     return module, Pipeline.from_names(hlo_dedup.DEFAULT_PIPELINE, **options).run(module).passes
 
 
@@ -191,8 +199,10 @@ def row(name: str, size: str, text: str) -> tuple[str, ...]:
     budgeted, budget_passes = _passes(text, max_peak_increase=0)
     kept = sum(len(p.folds) for p in budget_passes)
     budget_xla = measure(budgeted.to_text())["peak_bytes"] - before
-    _, xla_passes, price = price_with_xla(text, *_passes(text), lambda refused: _passes(text, refused_folds=refused),
-                                          budget=0)
+    # As the command runs --price=xla: the backend plays no part (XLA:CPU is measured).
+    native = {"price_backend": "native"}
+    _, xla_passes, price = price_with_xla(text, *_passes(text, **native),
+                                          lambda refused: _passes(text, refused_folds=refused, **native), budget=0)
     xla_kept = sum(len(p.folds) for p in xla_passes)
     signed = lambda n: ("+" if n > 0 else "") + human_bytes(n)  # noqa: E731
     within = abs(anew - xla) <= max(abs(xla) / 4, 1 << 20)
@@ -206,8 +216,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="1/16 of the weights (a smoke run)")
     parser.add_argument("--only", help="comma-separated program names")
+    parser.add_argument("--price-backend", choices=("native", "xla-cpu"), default=BACKEND[0],
+                        help="the backend the model prices for (default: xla-cpu, the one measured)")
     args = parser.parse_args()
-    print(f"jax {jax.__version__}, XLA:CPU, 8 devices; peaks per device")
+    BACKEND[0] = args.price_backend
+    print(f"jax {jax.__version__}, XLA:CPU, 8 devices; peaks per device; model: --price-backend {BACKEND[0]}")
     header = ("program", "weight", "folds", "XLA peak before", "model: re-scheduled", "model: fold by fold",
               "XLA: change",
               "budget 0 (model): XLA change", "budget 0 (--price=xla)")

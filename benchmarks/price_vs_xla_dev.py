@@ -11,7 +11,9 @@ scheduler, and XLA's peak is read from its dump (`analysis.xla_dump`: the bytes 
 its worst moment, values XLA placed at one offset counted once, as `--price=xla` measures).
 The table gives the pass's predicted change of the folded computation's peak with the
 folded program scheduled anew (and fold by fold, as budgets price it), and XLA's change
-of the module's; then the same with `--max-peak-increase 0`.
+of the module's; then the same with `--max-peak-increase 0`. The model prices for the backend
+it is compared with (`--price-backend xla-cpu`, the default here; these programs are f32,
+which that backend prices as written).
 
 Needs the `xla` extra (jax/jaxlib).
 """
@@ -168,11 +170,15 @@ def xla_peak(text: str, dump: Path) -> int:
     return read_xla_memory(path).in_use_peak
 
 
+#: The backend the model prices for: the one it is compared with (`--price-backend`).
+BACKEND = ["xla-cpu"]
+
+
 def predicted(text: str, budget: int | None) -> tuple[str, int, int, int]:
     """The folded module, its folds, and the largest predicted change of a computation's
     peak with the folded program re-scheduled and fold by fold."""
     module = hlo_dedup.parse_module(text)
-    result = hlo_dedup.run_passes(module, max_peak_increase=budget)
+    result = hlo_dedup.run_passes(module, max_peak_increase=budget, price_backend=BACKEND[0])
     changes = peak_changes(result.folds)
     rescheduled = rescheduled_peaks([c for p in result.passes for c in p.profiles])
     anew = max([rescheduled.get(c, after) - before for c, (before, after) in changes.items()] + [0])
@@ -183,7 +189,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--only", help="comma-separated program names")
     parser.add_argument("--keep", type=Path, help="keep XLA's dumps under this directory")
+    parser.add_argument("--price-backend", choices=("native", "xla-cpu"), default=BACKEND[0],
+                        help="the backend the model prices for (default: xla-cpu, the one measured)")
     args = parser.parse_args()
+    BACKEND[0] = args.price_backend
     names = [n for n in PROGRAMS if not args.only or n in args.only.split(",")]
     print("| program | folds | predicted, re-scheduled | fold by fold | XLA | within goal | folds at budget 0 "
           "| XLA change at budget 0 |")
