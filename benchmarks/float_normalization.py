@@ -75,7 +75,7 @@ def _compiled(text: str) -> tuple[int, int, int]:
 
 
 def row(name: str, text: str) -> tuple[str, ...]:
-    module, passes = _passes(text)
+    module, passes = _passes(text, price_backend="native")  # bf16 as written (the column's meaning)
     folds = [f for p in passes for f in p.folds]
     model = max((after - first for first, after in peak_changes(folds).values()), default=0)
     before, after = _compiled(text), _compiled(module.to_text())
