@@ -33,7 +33,6 @@ before optimizations has two or three instructions per step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .buffers import Leaf
@@ -79,17 +78,23 @@ class SchedulePlan:
         self.steps, self.input, self.peak = steps, input, peak
 
 
-def rescheduled_peak(cl: ComputationLiveness, find: Callable[[Buffer], Buffer],
+def rescheduled_peak(cl: ComputationLiveness, forward: dict[Buffer, Buffer],
                      deleted: set[HloInstruction]) -> int:
-    """`cl`'s peak once some of its buffers are merged into others (`find`: a buffer's
-    survivor) and some steps `deleted`, with the program scheduled anew, as a compiler
-    schedules the program it is given: the better of the list schedule and the text order
-    of what is left. Static and nested bytes are taken as before."""
+    """`cl`'s peak once some of its buffers are merged into others (`forward`: a merged
+    buffer -> the one it went into, which may be merged in turn) and some steps `deleted`,
+    with the program scheduled anew, as a compiler schedules the program it is given: the
+    better of the list schedule and the text order of what is left. Static and nested
+    bytes are taken as before."""
+
+    def find(b: Buffer) -> Buffer:
+        while b in forward:
+            b = forward[b]
+        return b
+
     plan = cl.plan
     steps = plan.input
     held = {find(b) for b in steps.held}
-    moved = {b for b in steps.size if find(b) is not b}  # merged into another buffer
-    gone = moved | held  # a read of a held buffer is no reader: it is never freed
+    gone = held.union(forward)  # a read of a held buffer is no reader: it is never freed
     reads = list(steps.reads)
     defines = list(steps.defines)
     for t, inst in enumerate(plan.steps):

@@ -137,7 +137,7 @@ class FoldPricer:
         state = self._states.get(cl.computation)
         if state is None:
             return cl.peak_bytes
-        return rescheduled_peak(cl, state.find, state.deleted)
+        return rescheduled_peak(cl, state.forward, state.deleted)
 
     def live_bytes(self, computation: HloComputation | str) -> list[int]:
         """Live bytes per program point with the folds applied so far (O(n))."""
