@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from support import ACROSS_PEAK, scheduled_module
-from test_html import LAYERS, report_of, write_page
+from test_html import HAZARDS, LAYERS, report_of, write_page
 
 from hlo_dedup.analysis.live_profile import COLUMNS, Extension, LiveProfile, Peak, column_max, column_of
-from hlo_dedup.report import html, render_html
+from hlo_dedup.report import html, render_html, render_summary
 from hlo_dedup.report.html_memory import LEFT, MAX_BARS, PLOT_W, chosen, live_chart
 from hlo_dedup.report.json import report_json
 
@@ -107,6 +107,16 @@ def test_the_page_draws_the_charts_of_the_computations_with_the_most_folds(monke
     assert page.count('<figure class="live">') == 1
     assert "Live-bytes charts for the 1 computation with the most folds; 1 more changed computation without one." in page
     assert "No live-bytes chart: the page draws 1, for the computations with the most folds." in page
+
+
+def test_a_computation_whose_rescheduled_peak_falls_says_so_as_the_summary_does() -> None:
+    # Folding the second of two equal gathers frees its buffer and the folded program
+    # schedules lower: the row said "peak unchanged" while the summary gave the drop.
+    report = report_of([HAZARDS / "channel_mode.hlo"])
+    change = re.search(r"; peak (-[\d.]+ \w?B) \(est\., memory-minimizing schedule", render_summary(report))
+    assert change, render_summary(report)
+    facts = re.findall(r'<span class="facts">([^<]*)', render_html(report, ""))
+    assert any(f.endswith(f"peak {change.group(1)}") for f in facts), facts
 
 
 def test_the_json_report_stays_as_it_was() -> None:

@@ -26,7 +26,7 @@ from .html_walk import ARROW_DEFS
 from .markup import breakable, escape
 from .memo import Memo
 from .model import InputResult, ModuleRun, RunReport, module_totals, peak_changes, peak_rises, rescheduled_peaks
-from .units import human_bytes, plural
+from .units import bytes_change, human_bytes, plural
 
 GATHER_FATES = ("kept", "folded", "refused", "unique", "not_traced", "not_candidate")
 #: On load, the first OPEN_COMPUTATIONS computations with folds, hazards or refusals are
@@ -331,7 +331,7 @@ def _computation_section(comp: Computation, ids: Ids, open_: bool, charts: set[i
         changes = peak_changes(comp.folds)
         if comp.name in changes:
             rise = peak_rises(changes, rescheduled_peaks([comp.profile] if comp.profile else []))[comp.name]
-            facts.append(f"peak +{human_bytes(rise)}" if rise > 0 else "peak unchanged")
+            facts.append(f"peak {bytes_change(rise)}")
     if comp.hazards:
         badges.append(f'<span class="badge hazard">{plural(len(comp.hazards), "hazard")}</span>')
     if comp.refused:
