@@ -234,7 +234,7 @@ def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOpti
         options.passes, strict=options.strict, spmd=options.spmd, inputs=done,
         max_peak_increase=options.max_peak_increase,
         batch=BatchInfo(tuple(arguments), output_dir, workers, wall, tuple(skipped)),
-        report_only=options.report_only, price=options.price,
+        report_only=options.report_only, price=options.price, price_backend=options.model_backend,
     )
 
     errors = write_report_outputs(report, options, stdout)
@@ -243,7 +243,7 @@ def run_batch(arguments: Sequence[str], output_dir: str | None, options: RunOpti
         for s in skipped:
             stderr.write(f"skipped {s.path}: {s.reason}\n")
         for r in done:
-            text = r.log + (input_summary(r) if r.ok else "")
+            text = r.log + (input_summary(r, options.model_backend) if r.ok else "")
             if text:
                 stderr.write(f"== {r.input}\n{text}")
     stderr.write(render_summary(report, errors))

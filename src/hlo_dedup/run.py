@@ -118,6 +118,12 @@ class RunOptions(FrozenRecord):
                     verify_timeout, price_backend)
 
     @property
+    def model_backend(self) -> str:
+        """The backend the model prices for in this run: `price_backend`, or `native` when
+        XLA:CPU is measured (`price` `xla`)."""
+        return "native" if self.price == "xla" else self.price_backend
+
+    @property
     def verbose(self) -> bool:
         """VLOG lines were asked for (then no live progress display: they would interleave)."""
         return bool(self.v or self.vmodule)
@@ -308,7 +314,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
             result.modules.append(run)
             pipeline = Pipeline.from_names(passes, strict=options.strict,  # XLA's peaks decide a budget later
                                            max_peak_increase=None if xla_priced else options.max_peak_increase,
-                                           price_backend="native" if xla_priced else options.price_backend)
+                                           price_backend=options.model_backend)
             started = time.perf_counter()
 
             def after_pass(p, pass_result, run=run) -> None:  # noqa: ANN001
@@ -453,7 +459,7 @@ def run_file(input: str, output: str | None, options: RunOptions, *, stdin=None,
     report = RunReport(input, output, result.input_format or "hlo", result.output_format or "hlo",
                        options.passes, strict=options.strict, spmd=options.spmd, inputs=[result],
                        max_peak_increase=options.max_peak_increase, report_only=options.report_only,
-                       price=options.price)
+                       price=options.price, price_backend=options.model_backend)
     try:
         errors = write_report_outputs(report, options, stdout)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, as for the input

@@ -4,6 +4,7 @@ nothing changed with the option off or for f32 programs."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -155,11 +156,17 @@ def test_the_backend_is_a_pass_option_and_a_command_line_choice(tmp_path: Path) 
         NeuronAllGatherDuplicateRemover(price_backend="tpu")
     outputs = []
     for backend in ("native", "xla-cpu"):
-        out = tmp_path / f"{backend}.hlo"
-        proc = subprocess.run([sys.executable, "-m", "hlo_dedup", "-", "-o", str(out), "--price-backend", backend],
+        out, report, page = (tmp_path / f"{backend}.{ext}" for ext in ("hlo", "json", "html"))
+        proc = subprocess.run([sys.executable, "-m", "hlo_dedup", "-", "-o", str(out), "--price-backend", backend,
+                               "--report", str(report), "--html", str(page)],
                               input=TRAIN_STEP.read_text().replace("f32[", "bf16["), capture_output=True,
                               text=True, check=True)
-        outputs.append((out.read_bytes(), proc.stderr.split("peak ", 1)[1].split(" ", 1)[0]))
+        phrase = proc.stderr.split("peak ", 1)[1].split(") for ", 1)[0]
+        outputs.append((out.read_bytes(), phrase.split(" ", 1)[0]))
+        # Every output says which backend its price assumes; the default keeps its words.
+        assert json.loads(report.read_text())["price_backend"] == backend
+        assert ("priced for xla-cpu" in phrase) == (backend == "xla-cpu"), phrase
+        assert ("memory priced for xla-cpu" in page.read_text()) == (backend == "xla-cpu")
     (native_text, native_peak), (cpu_text, cpu_peak) = outputs
     assert native_text == cpu_text  # the price changes, the folds do not (no budget)
     assert native_peak != cpu_peak

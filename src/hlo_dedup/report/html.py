@@ -104,6 +104,8 @@ def _header(report: RunReport, title: str, command_line: str, version: str) -> s
     facts = [f"hlo-dedup {version}", "pipeline: " + (" \u2192 ".join(report.pipeline) or "none"), mode]
     if report.max_peak_increase is not None:
         facts.append(f"peak budget {human_bytes(report.max_peak_increase)}")
+    if report.price_backend != "native":
+        facts.append(f"memory priced for {report.price_backend}")
     facts.append("SPMD" if report.spmd else "not SPMD")
     if report.batch is not None:
         where = report.batch.output_dir

@@ -7,6 +7,7 @@
       "input_format": "hlo", "output_format": "hlo",
       "pipeline": ["neuron-preprocess-kernel-duplicate-remover", ...],
       "strict": false, "max_peak_increase": null, "spmd": true, "price": "model",
+      "price_backend": "native",
       "modules": [{
         "name": "jit_f", "input": "model.hlo", "index": 0, "changed": true, "seconds": 0.001,
         "verify": {"status": "equal", "summary", ...},        # with --verify only
@@ -95,6 +96,7 @@ def report_json(report: RunReport) -> dict[str, Any]:
         "strict": report.strict,
         "max_peak_increase": report.max_peak_increase,
         "price": report.price,
+        "price_backend": report.price_backend,
         "spmd": report.spmd,
         "modules": [_module_json(m) for m in report.modules],
         "totals": report.totals(),

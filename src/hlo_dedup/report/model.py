@@ -144,16 +144,18 @@ class RunReport(Record):
     `input`/`output`/the formats describe the run as a whole: a single-file run's own, or a
     batch run's arguments, output directory and common formats (`mixed` when they differ).
     `output` is None and `report_only` true when no module output was written (--report-only).
-    `price` is who priced the folds in memory: `model` or `xla` (--price).
+    `price` is who priced the folds in memory: `model` or `xla` (--price); `price_backend`
+    the backend the model priced for (--price-backend: `native` or `xla-cpu`).
     """
 
     __slots__ = ("input", "output", "input_format", "output_format", "pipeline", "strict", "spmd", "inputs",
-                 "batch", "max_peak_increase", "report_only", "price")
+                 "batch", "max_peak_increase", "report_only", "price", "price_backend")
 
     def __init__(self, input: str, output: str | None, input_format: str, output_format: str,
                  pipeline: Sequence[str], strict: bool = False, spmd: bool = True,
                  inputs: list[InputResult] | None = None, batch: BatchInfo | None = None,
-                 max_peak_increase: int | None = None, report_only: bool = False, price: str = "model") -> None:
+                 max_peak_increase: int | None = None, report_only: bool = False, price: str = "model",
+                 price_backend: str = "native") -> None:
         self.input = input
         self.output = output
         self.input_format = input_format
@@ -166,6 +168,7 @@ class RunReport(Record):
         self.max_peak_increase = max_peak_increase
         self.report_only = report_only
         self.price = price
+        self.price_backend = price_backend
 
     @property
     def modules(self) -> list[ModuleRun]:

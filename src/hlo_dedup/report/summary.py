@@ -34,12 +34,13 @@ def render_summary(report: RunReport, errors: Sequence[str] = ()) -> str:
     """The summary of `report`; `errors` are lines about the run's own outputs (batch mode)."""
     if report.batch is None:
         (result,) = report.inputs
-        return input_summary(result)
+        return input_summary(result, report.price_backend)
     return "\n".join(_batch_lines(report, errors)) + "\n"
 
 
-def input_summary(result: InputResult) -> str:
-    """One input's modules, passes, folds and hazards, its totals and its time per phase."""
+def input_summary(result: InputResult, price_backend: str = "native") -> str:
+    """One input's modules, passes, folds and hazards, its totals and its time per phase;
+    `price_backend` is the backend the memory model priced for (`--price-backend`)."""
     lines: list[str] = []
     modules = result.modules
     for m in modules:
@@ -49,7 +50,7 @@ def input_summary(result: InputResult) -> str:
             lines.append("  no passes run")
         for p in m.passes:
             lines.extend(_pass_lines(p))
-            lines.extend(_fate_lines(p))
+            lines.extend(_fate_lines(p, price_backend))
         if m.xla_price is not None:
             lines.extend(xla_price_lines(m.xla_price))
     lines.append(_total_line(module_totals(modules)))
@@ -123,14 +124,14 @@ def _pass_lines(p: PassResult) -> list[str]:
     return lines
 
 
-def _fate_lines(p: PassResult) -> list[str]:
+def _fate_lines(p: PassResult, price_backend: str) -> list[str]:
     """What the pass made of every instruction it considered, in one line of counts (or of
     why nothing folded), the memory price, refusals the hazards do not list, near misses."""
     gathers = [i for i in p.instructions if i.opcode.startswith("all-gather")]
     kernels = [i for i in p.instructions if i.opcode == "custom-call"]
     lines = [f"    {note}" for note in p.notes]
     if gathers:
-        lines.append("    " + _gather_counts(gathers, p))
+        lines.append("    " + _gather_counts(gathers, p, price_backend))
         lines.extend(_weight_lines(gathers))
     if kernels:
         fates = Counter(k.fate for k in kernels)
@@ -171,7 +172,7 @@ def _weight_lines(gathers: list) -> list[str]:  # noqa: ANN001 - InstructionFate
     return lines
 
 
-def _gather_counts(gathers: list, p: PassResult) -> str:  # noqa: ANN001 - InstructionFate
+def _gather_counts(gathers: list, p: PassResult, price_backend: str) -> str:  # noqa: ANN001 - InstructionFate
     fates = Counter(g.fate for g in gathers)
     n = plural(len(gathers), "all-gather")
     stops = Counter(g.stop[0] for g in gathers if g.stop is not None)
@@ -182,7 +183,8 @@ def _gather_counts(gathers: list, p: PassResult) -> str:  # noqa: ANN001 - Instr
         line = f"{n}: " + ", ".join(parts)
         changes = peak_changes(p.folds)
         if changes:
-            line += f"; {_peak_phrase(changes, rescheduled_peaks(p.profiles), peak_schedules(p.folds))} for " \
+            peak = _peak_phrase(changes, rescheduled_peaks(p.profiles), peak_schedules(p.folds), price_backend)
+            line += f"; {peak} for " \
                     f"{human_bytes(sum(f.bytes_per_device for f in p.folds))} less collective traffic per device"
         return line
     if not fates["unique"]:
@@ -193,20 +195,22 @@ def _gather_counts(gathers: list, p: PassResult) -> str:  # noqa: ANN001 - Instr
     return line + ")"
 
 
-def _peak_phrase(changes: dict[str, tuple[int, int]], rescheduled: dict[str, int], schedules: dict[str, str]) -> str:
+def _peak_phrase(changes: dict[str, tuple[int, int]], rescheduled: dict[str, int], schedules: dict[str, str],
+                 price_backend: str) -> str:
     """The estimated peak change of the computation it grows most: with the folded program
     scheduled anew where the model schedules, and fold by fold (what a budget compares)
-    when that differs."""
+    when that differs; a backend other than the native one is named."""
     rises = peak_rises(changes, rescheduled)
     worst = max(rises, key=rises.__getitem__)
     before, after = changes[worst]
     schedule = schedules.get(worst)
+    backend = "" if price_backend == "native" else f", priced for {price_backend}"
     if worst not in rescheduled:
-        return f"peak {bytes_change(after - before)} (est.{', ' + schedule if schedule else ''})"
+        return f"peak {bytes_change(after - before)} (est.{', ' + schedule if schedule else ''}{backend})"
     text = f"peak {bytes_change(rises[worst])} (est., {schedule or 'schedule'} of the folded program"
     if after - before != rises[worst]:
         text += f"; {bytes_change(after - before)} fold by fold on the schedule before them, as budgets price"
-    return text + ")"
+    return text + backend + ")"
 
 
 def _input_line(r: InputResult) -> str:
