@@ -49,8 +49,17 @@ def test_the_list_scheduler_on_hand_made_steps() -> None:
     assert order == [0, 2, 1, 3, 4]  # a is reduced (and freed) before b is made
     assert (listed, text) == (4 + 4096 + 4, 4096 + 4096 + 4)
     # Ties go to the most users, then the text: making b first costs the same as a.
-    steps.users[1] = 2
-    assert list_schedule(steps)[0][:2] == [1, 3]
+    more = Steps(steps.inputs, steps.reads, steps.defines, [1, 2, 1, 1, 0], steps.size, steps.held)
+    assert list_schedule(more)[0][:2] == [1, 3]
+    # Other buffers over the same steps (a folded program): b, made after a (as gathers
+    # chain), is merged into a and its step emptied; a lives until both reductions ran,
+    # and the order graph is the one built for the program before.
+    chained = Steps([[], [0], [0], [1], [2, 3]], steps.reads, steps.defines, steps.users, steps.size, steps.held)
+    assert list_schedule(chained)[1] == 4 + 4096 + 4  # a reduced and freed before b is made
+    merged = chained.with_buffers([(), (), ("a",), ("a",), ()], [("a",), (), ("ra",), ("rb",), ()], {"ra", "rb"}, {})
+    order, listed, text = list_schedule(merged)
+    assert merged.graph() is chained.graph()
+    assert order == [0, 1, 2, 3, 4] and listed == text == 4096 + 4 + 4
     cyclic = Steps([[1], [0]], [(), ()], [("x",), ("y",)], [1, 1], {"x": 1, "y": 1}, set())
     try:
         list_schedule(cyclic)

@@ -104,7 +104,7 @@ def rescheduled_peak(cl: ComputationLiveness, forward: dict[Buffer, Buffer],
         elif mine and not gone.isdisjoint(mine):
             reads[t] = tuple({s: None for s in map(find, mine) if s not in held})
     shares = {t: tuple(map(find, mine)) for t, mine in steps.shares.items() if plan.steps[t] not in deleted}
-    _, listed, text = list_schedule(Steps(steps.inputs, reads, defines, steps.users, steps.size, held, shares))
+    _, listed, text = list_schedule(steps.with_buffers(reads, defines, held, shares))
     return cl.peak_bytes + min(listed, text) - plan.peak
 
 

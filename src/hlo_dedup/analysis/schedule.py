@@ -42,9 +42,10 @@ class Steps:
     number of `users` (the tie-break); `size` gives every buffer's bytes and `held`
     the buffers the result keeps to the end. `shares` (by step, optional): buffers it
     reads that its result may be written into when it is their last reader, in order
-    of preference (`compiled_liveness.in_place`)."""
+    of preference (`compiled_liveness.in_place`). Read as given: the order graph is built
+    from `inputs` and `users` on the first schedule and kept."""
 
-    __slots__ = ("inputs", "reads", "defines", "users", "size", "held", "shares")
+    __slots__ = ("inputs", "reads", "defines", "users", "size", "held", "shares", "_graph")
 
     def __init__(self, inputs: Sequence[Sequence[int]], reads: Sequence[tuple[Hashable, ...]],
                  defines: Sequence[tuple[Hashable, ...]], users: Sequence[int], size: dict[Hashable, int],
@@ -52,6 +53,25 @@ class Steps:
         self.inputs, self.reads, self.defines, self.users, self.size, self.held = \
             inputs, reads, defines, users, size, held
         self.shares = shares or {}
+        self._graph: tuple[list[list[int]], list[int]] | None = None
+
+    def with_buffers(self, reads: Sequence[tuple[Hashable, ...]], defines: Sequence[tuple[Hashable, ...]],
+                     held: set[Hashable], shares: dict[int, tuple[Hashable, ...]]) -> Steps:
+        """The same steps, waiting for the same steps, over other buffers (a folded program):
+        the order graph is shared, not built again."""
+        other = Steps(self.inputs, reads, defines, self.users, self.size, held, shares)
+        other._graph = self.graph()
+        return other
+
+    def graph(self) -> tuple[list[list[int]], list[int]]:
+        """Each step's successors, and its users as the low bits of a heap key (built once)."""
+        if self._graph is None:
+            successors: list[list[int]] = [[] for _ in self.inputs]
+            for p, waits in enumerate(self.inputs):
+                for q in waits:
+                    successors[q].append(p)
+            self._graph = successors, [(_FIELD - 1 - min(u, _FIELD - 1)) << _SHIFT for u in self.users]
+        return self._graph
 
 
 _SHIFT = 32  # bits of the step index in a heap key (no computation has 2**32 instructions)
@@ -69,10 +89,7 @@ def list_schedule(steps: Steps) -> tuple[list[int], int, int]:
     inputs, reads, size, held, shares = steps.inputs, steps.reads, steps.size, steps.held, steps.shares
     n = len(inputs)
     waiting = [len(i) for i in inputs]
-    successors: list[list[int]] = [[] for _ in range(n)]
-    for p, waits in enumerate(inputs):
-        for q in waits:
-            successors[q].append(p)
+    successors, users = steps.graph()
     readers: dict[Hashable, list[int]] = {}
     for p, mine in enumerate(reads):
         for b in mine:
@@ -97,8 +114,7 @@ def list_schedule(steps: Steps) -> tuple[list[int], int, int]:
             freed[r[0]] += size[b]
 
     # The heap's keys are single integers ordered as (defined - freed, -users, step): one
-    # comparison each instead of a tuple's.
-    users = [(_FIELD - 1 - min(u, _FIELD - 1)) << _SHIFT for u in steps.users]
+    # comparison each instead of a tuple's (`users` holds the middle field).
     done = [False] * n
     ready = [False] * n
     heap: list[int] = []
