@@ -156,6 +156,9 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning,
                             f32_arithmetic=PRICE_BACKENDS[self.price_backend])
         found = _by_computation(module, GATHERS, _MENTION)
+        # Found while the module is as read (its text tells which computations to scan);
+        # the folds and DCE only remove instructions.
+        all_reduces = _by_computation(module, _ALL_REDUCES, "constrain_layout=true")
         priced: dict[HloComputation, list[FoldPrice]] = {}
         for comp in module.computations if vlog else found:
             if vlog:
@@ -177,8 +180,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             self.vlog(2, "NeuronDuplicateParameterAllGatherRemover pass complete")
         records = survey.records()
         # torch-xla's pin_layout gathers are all-reduces with a pinned layout: the survey names them too.
-        survey.pinned_gathers([i for insts in _by_computation(module, _ALL_REDUCES, "constrain_layout=true").values()
-                               for i in insts])
+        survey.pinned_gathers([i for insts in all_reduces.values() for i in insts
+                               if i.parent is not None and i.parent.parent is module])
         notes = survey.notes() + ([] if records else _no_gather_notes(module))
         return PassResult(self.name, changed, folds, hazards, instructions=records,
                           near_misses=survey.near_misses(), deleted=deleted, notes=notes, profiles=profiles)
