@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -268,3 +270,28 @@ def test_the_output_directory_is_not_searched(tmp_path: Path) -> None:
     root = _tree(tmp_path / "in", {"cond.hlo": COND.read_bytes(), "out/cond.hlo": COND.read_bytes()})
     assert [f.rel for f in discover([str(root)], str(root / "out")).files] == ["cond.hlo"]
     shutil.rmtree(root / "out")
+
+
+def test_a_directory_with_an_indented_note_is_scanned_at_once(tmp_path: Path) -> None:
+    # The sniff's patterns tried every way of splitting a run of blank space: 40 leading
+    # spaces before anything but `HloModule` kept a directory scan busy for hours. In a
+    # child with a deadline, so that a return of that fails instead of hanging the suite.
+    (tmp_path / "indented.txt").write_bytes(b" " * 40 + b"an indented note\n")
+    (tmp_path / "m.hlo").write_text("HloModule m\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n")
+    proc = subprocess.run([sys.executable, "-m", "hlo_dedup", str(tmp_path), "--output-dir", str(tmp_path / "out"),
+                           "--v=1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"skipped {tmp_path / 'indented.txt'}: text that is not HLO" in proc.stderr
+
+
+@pytest.mark.parametrize("head", [
+    b" " * 65536,  # a blank head that leads nowhere
+    b" \n" * 20000 + b"notes",
+    b"# comment\n" * 6000 + b"key: value",  # like a text proto's comments, then no module
+    b"// c\n/* d */\n" * 4000 + b"ENTRY",
+])
+def test_a_head_of_blank_space_and_comments_is_judged(head: bytes) -> None:
+    assert sniff(head).format is None
+    # Blank space and comments before a real header are still read through.
+    assert sniff(b" \n" * 20000 + b"// c\n/* d */\nHloModule m\n").module == "m"
+    assert sniff(b"# c\n" * 6000 + b"hlo_module {\n").format == "pbtxt"

@@ -22,13 +22,16 @@ import re
 import zlib
 from dataclasses import dataclass
 
+from ..syntax.foreign import is_mlir_text
 from .formats import GZIP_SUFFIX, looks_like_text, read_varint
 
 HEAD_BYTES = 64 * 1024
-_TEXT_START = re.compile(rb"\A(?:\xef\xbb\xbf)?(?:\s+|//[^\n]*|/\*.*?\*/)*HloModule\s+(\"(?:[^\"\\]|\\.)*\"|[^\s,]+)",
+# Possessive where blank space and comments repeat: a head of blank space that leads
+# elsewhere must fail at once, not try every way of splitting it (2**n for n spaces).
+_TEXT_START = re.compile(rb"\A(?:\xef\xbb\xbf)?(?:\s++|//[^\n]*+|/\*.*?\*/)*+HloModule\s+(\"(?:[^\"\\]|\\.)*\"|[^\s,]+)",
                          re.S)
-_PBTXT_WRAPPER = re.compile(rb"\A(?:\s+|#[^\n]*)*(hlo_module|hlo)\s*\{")
-_PBTXT_MODULE = re.compile(rb"\A(?:\s+|#[^\n]*)*name\s*:\s*\"((?:[^\"\\]|\\.)*)\"")
+_PBTXT_WRAPPER = re.compile(rb"\A(?:\s++|#[^\n]*+)*+(hlo_module|hlo)\s*\{")
+_PBTXT_MODULE = re.compile(rb"\A(?:\s++|#[^\n]*+)*+name\s*:\s*\"((?:[^\"\\]|\\.)*)\"")
 _PBTXT_COMPUTATIONS = re.compile(rb"^\s*computations\s*\{", re.M)
 _PBTXT_NAME = re.compile(rb"\bname\s*:\s*\"((?:[^\"\\]|\\.)*)\"")
 #: Neuron's wrapper of a compiled NEFF: an HLO module whose entry is one custom-call to this.
@@ -79,6 +82,8 @@ def sniff(data: bytes) -> Content:
         name = _PBTXT_MODULE.match(data)
         if name is not None and _PBTXT_COMPUTATIONS.search(data):
             return Content("pbtxt", _unquote(name.group(1)))
+        if is_mlir_text(data[:4096].decode("utf-8", "replace")):
+            return Content(None, what="MLIR (StableHLO) text, not HLO text")
         return Content(None, what="text that is not HLO (no HloModule header)")
     for wrappers in (2, 1, 0):  # HloSnapshot, HloProto, HloModuleProto, as hlo-opt tries them
         name = _module_name(data, 0, _UNKNOWN_END, wrappers)
