@@ -46,6 +46,7 @@ import generate_mesh2d
 from hlo_dedup.xla.stages import stage_text
 
 OUT_DIR = Path(__file__).resolve().parent / "jax"
+MLIR_FILE = Path(__file__).resolve().parent / "mlir" / "fsdp_shard_map.mlir"
 MAX_BYTES = 300_000
 D = 16  # model width; divisible by 8 so every weight shards evenly
 BATCH = 32
@@ -85,9 +86,19 @@ def _fsdp_forward(w1: jax.Array, w2: jax.Array, w3: jax.Array, x: jax.Array) -> 
     return x
 
 
-def fsdp_shard_map() -> str:
+def _fsdp_shard_map_lowered() -> Any:
     args = [_spec((D, D), P("x"))] * 3 + [_spec((BATCH, D), P("x"))]
-    return jax.jit(_fsdp_forward).lower(*args).as_text(dialect="hlo")
+    return jax.jit(_fsdp_forward).lower(*args)
+
+
+def fsdp_shard_map() -> str:
+    return _fsdp_shard_map_lowered().as_text(dialect="hlo")
+
+
+def fsdp_shard_map_mlir() -> str:
+    """What `lower(...).as_text()` prints by default: MLIR (StableHLO), which users hand
+    over for HLO text; the reader must say so and what to write instead."""
+    return _fsdp_shard_map_lowered().as_text()
 
 
 def fsdp_remat_grad() -> str:
@@ -493,6 +504,8 @@ def cpu_after_optimizations() -> str:
 def main() -> None:
     CPU_DUMP.parent.mkdir(parents=True, exist_ok=True)
     CPU_DUMP.write_text(cpu_after_optimizations())
+    MLIR_FILE.parent.mkdir(parents=True, exist_ok=True)
+    MLIR_FILE.write_text(fsdp_shard_map_mlir())
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
         "generator": "tests/data/generate.py",

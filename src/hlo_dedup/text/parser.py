@@ -22,6 +22,7 @@ from ..ir.opcodes import CALLED_COMPUTATION_KEYS, is_known_opcode
 from ..ir.source import ComputationSpan, ModuleSource, SourceSpan
 from ..syntax.cursor import TextSyntaxError, int64
 from ..syntax.errors import HloParseError, line_col
+from ..syntax.foreign import MLIR_TEXT, is_mlir_text
 from ..syntax.lexer import IDENT, ScanError, match_group, name_list, next_token, skip_trivia, split_attributes, token_at
 from .lines import MAX_NESTING, PAYLOAD_OPCODES, PRIMITIVE_NAMES, ComputationState, PrintedLines, intern_lead, printed_header, shape_end, shape_required
 
@@ -162,6 +163,8 @@ class _Parser:
         if tok == "HloModule":
             module = self.parse_header(end)
         else:
+            if is_mlir_text(text[:4096]):
+                raise self.error(start, f"expected 'HloModule': this is {MLIR_TEXT}")
             second, _, _ = next_token(text, end) if tok else ("", 0, 0)
             if tok != "ENTRY" and second != "{" and not (tok and second == "("):
                 raise self.error(start, "expected 'HloModule' or a computation")
