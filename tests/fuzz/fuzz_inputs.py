@@ -46,6 +46,7 @@ FLAG_SETS: tuple[tuple[str, ...], ...] = (
     ("--no-spmd",),
     ("--report", "{dir}/report.json", "--dot", "{dir}/folds.dot"),
     ("--strict", "--split-input-file", "--report", "{dir}/report.json"),
+    ("--max-peak-increase", "0", "--price-backend", "xla-cpu", "--html", "{dir}/page.html"),
 )
 
 
