@@ -320,11 +320,12 @@ def _close_ranges(cl: ComputationLiveness) -> None:
     held = cl.leaves_of(root) if root is not None else ()
     for b in held:
         cl.extend(b, len(cl.instructions) - 1)
+    kept = set(held)  # the result's buffers (thousands where thousands of values are returned)
     for inst, mine in cl.in_place.items():  # the result takes a buffer it reads last
         p = position[inst]
         for b in mine:
             q = position[b]
-            if ends[q] == p and q < p and b not in held:
+            if ends[q] == p and q < p and b not in kept:
                 ends[q] = p - 1
                 break
     cl.live_bytes = cl.profile()

@@ -45,7 +45,7 @@ class ModuleLiveness:
         # (`fusion_model`, `schedule`); a scheduled one as it is.
         self.compiler_model = not module.is_scheduled if compiler_model is None else compiler_model
         self._computations: dict[HloComputation, ComputationLiveness] = {}
-        self.call_sites: dict[HloComputation, list[tuple[HloComputation, HloInstruction]]] = {}
+        self.call_sites: dict[HloComputation, dict[tuple[HloComputation, HloInstruction], None]] = {}
         # Per shape text (a module writes few distinct ones): its bytes as a plain buffer,
         # -1 if tuple-shaped; the text is all the build reads of most instructions.
         self.text_size: dict[str, int] = {}
@@ -121,9 +121,9 @@ class ModuleLiveness:
         """Nested bytes at a while/conditional/call/async call site (records the site)."""
         best = 0
         for callee in inst.called_computations:
-            sites = self.call_sites.setdefault(callee, [])
-            if (caller, inst) not in sites:  # a computation may be modelled under two orders
-                sites.append((caller, inst))
+            # Once each, in order: a computation may be modelled under two orders, and one
+            # callee may have thousands of sites.
+            self.call_sites.setdefault(callee, {})[caller, inst] = None
             best = max(best, self.nested_bytes(callee))
         return best
 
