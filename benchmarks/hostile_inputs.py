@@ -82,10 +82,25 @@ def bare_shape_chain(size: int) -> str:
     return _module(*lines, f"ROOT t = tuple(a{n - 1})")
 
 
+def wide_priced_entry(size: int) -> str:
+    """An entry with one fold (so it is priced) and thousands of returned values, each
+    computed in place from a buffer it alone reads, and of call sites of one computation:
+    the price once looked each up among all the others."""
+    n = size // 170
+    lines = ["p = f32[4] parameter(0)", "g1 = f32[8] all-gather(p), replica_groups={{0,1}}, dimensions={0}",
+             "g2 = f32[8] all-gather(p), replica_groups={{0,1}}, dimensions={0}"]
+    for k in range(n):
+        lines += [f'a{k} = f32[4] custom-call(p), custom_call_target="t{k}"', f"n{k} = f32[4] negate(a{k})",
+                  f"c{k} = f32[4] call(p), to_apply=f"]
+    values = ", ".join(["g1", "g2"] + [f"n{k}, c{k}" for k in range(n)])
+    callee = "f {\n  x = f32[4] parameter(0)\n  ROOT y = f32[4] negate(x)\n}\n\n"
+    return "HloModule m, replica_count=2\n\n" + callee + _module(*lines, f"ROOT t = tuple({values})", header="").lstrip()
+
+
 SHAPES: dict[str, Callable[[int], str]] = {
     f.__name__: f
     for f in (compact_gte_chain, unterminated_escaped_quotes, control_predecessors, iota_replica_groups,
-              nested_instructions, folds_into_one_tuple, call_chain, bare_shape_chain)
+              nested_instructions, folds_into_one_tuple, call_chain, bare_shape_chain, wide_priced_entry)
 }
 
 
