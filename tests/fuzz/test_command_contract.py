@@ -8,6 +8,11 @@ tested on outcomes made up to break each rule.
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import support
@@ -70,3 +75,23 @@ def test_the_judge_applies_each_rule(kwargs: dict, outcome: str) -> None:
     result = _judged(**kwargs)
     assert result.outcome == outcome
     assert result.violation == (outcome not in ("ok", "error", "io-error", "ret-check"))
+
+
+def test_a_directory_of_fuzz_cases_is_scanned_and_run_within_the_contract(tmp_path: Path) -> None:
+    # Directory discovery reads each file's head (`sniff`) before any parse; hostile heads
+    # (blank space, comments, token soup, cut-off headers) must not stall it. Each case is
+    # a `.txt`, whose content decides, and the whole run has a deadline.
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for index in range(40):
+        case = make_case(20261203, index, scale=0.05, protos=False)
+        (tree / f"case{index:02d}.txt").write_bytes(case.data[:300] if index % 4 == 0 else case.data)
+    proc = subprocess.run([sys.executable, "-m", "hlo_dedup", str(tree), "--output-dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1, 2), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+    # Every file was judged: run (each failure one located line) or skipped by its head.
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert all(re.match(rf"{re.escape(str(tree))}/case\d\d\.txt:\d+:\d+: error: ", e) for e in errors), errors
+    counts = re.search(r"^files: \d+ ok, (\d+) failed \(of (\d+)\), (\d+) skipped", proc.stderr, re.M)
+    assert counts and int(counts[2]) + int(counts[3]) == 40 and int(counts[1]) == len(errors), proc.stderr[-2000:]
