@@ -63,7 +63,7 @@ def compiled_liveness(ml: ModuleLiveness, comp: HloComputation) -> ComputationLi
     order, listed_peak, text_peak = list_schedule(plan)
     cl.plan = SchedulePlan(steps, plan, min(listed_peak, text_peak))
     _place(cl, steps, [steps[t] for t in order] if listed_peak < text_peak else steps, through)
-    _close_ranges(cl)
+    _close_ranges(cl, plan.held)
     return cl
 
 
@@ -297,10 +297,11 @@ class _Positions(dict):
         return dict.__contains__(self, inst) or inst in self.through
 
 
-def _close_ranges(cl: ComputationLiveness) -> None:
+def _close_ranges(cl: ComputationLiveness, held: set[Buffer]) -> None:
     """Each buffer lives to its last reading step (a get-tuple-element reads its element,
-    any other step every buffer of every operand, through the aliases), a result's to the
-    end; then the live bytes. Steps come in order, so the last reader is the last written."""
+    any other step every buffer of every operand, through the aliases), a result's (in
+    `held`, the scheduler's set) to the end; then the live bytes. Steps come in order, so
+    the last reader is the last written."""
     position, ends, leaf_ends, static, leaves = cl.position, cl.ends, cl.leaf_ends, cl.static, cl.leaves
     element_readers = cl.element_readers
     for p, inst in enumerate(cl.instructions):
@@ -316,16 +317,13 @@ def _close_ranges(cl: ComputationLiveness) -> None:
                         leaf_ends[b] = p
                 elif b not in static:
                     ends[position[b]] = p
-    root = cl.computation.root
-    held = cl.leaves_of(root) if root is not None else ()
     for b in held:
         cl.extend(b, len(cl.instructions) - 1)
-    kept = set(held)  # the result's buffers (thousands where thousands of values are returned)
     for inst, mine in cl.in_place.items():  # the result takes a buffer it reads last
         p = position[inst]
         for b in mine:
             q = position[b]
-            if ends[q] == p and q < p and b not in kept:
+            if ends[q] == p and q < p and b not in held:
                 ends[q] = p - 1
                 break
     cl.live_bytes = cl.profile()
