@@ -10,6 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from hlo_dedup.report.markup import escape
+from hlo_dedup.report.undecodable import spell
 
 #: The five characters escaping is about, some past ASCII (one past the BMP), and plain text.
 _TEXT = st.text(st.sampled_from(list("&<>\"'a =%{}\u00b7\u00e9\u2192\U0001f600")) | st.characters(), max_size=40)
@@ -25,6 +26,7 @@ def _noncharacter(c: str) -> bool:
 
 @given(_TEXT, st.booleans())
 @example("\ufffe\ufdd0\U0001ffff", False)  # noncharacters: found by the search, kept here
+@example("a\udc80\udcff", True)  # undecodable bytes: found by the search too
 def test_escape_reads_as_the_text_and_is_ascii_but_for_c1_controls(text: str, quote: bool) -> None:
     escaped = escape(text, quote)
     assert all(c.isascii() or _c1(c) for c in escaped)
@@ -32,7 +34,7 @@ def test_escape_reads_as_the_text_and_is_ascii_but_for_c1_controls(text: str, qu
     # U+xFFFF) reads as itself in a browser but as nothing in `html.unescape`, the oracle here.
     if not any(0xD800 <= ord(c) < 0xE000 or _noncharacter(c) for c in text):
         assert html.unescape(escaped) == text
-    expected = html.escape(text, quote)
+    expected = html.escape(spell(text), quote)  # an undecodable byte (U+DC80-U+DCFF) reads \xNN
     assert escaped == "".join(c if c.isascii() or _c1(c) else f"&#{ord(c)};" for c in expected)
 
 
