@@ -116,6 +116,17 @@ ENTRY main {{
 ENDLESS_WHILE = while_module("constant(true)")
 ENDING_WHILE = while_module("compare(i, three), direction=LT")
 
+#: An all-gather over a group of one whose output is 4x its operand: XLA:CPU writes a quarter of
+#: it, and the rest holds whatever the memory held.
+UNWRITTEN = """HloModule unwritten, replica_count=1
+
+ENTRY main {
+  w = f32[4,8]{1,0} parameter(0)
+  g = f32[16,8]{1,0} all-gather(w), replica_groups={{0}}, dimensions={0}
+  ROOT r = f32[16,8]{1,0} add(g, g)
+}
+"""
+
 
 def xla_client() -> ModuleType:
     """jaxlib's xla_client (the oracle); skipped without jaxlib, but never in CI."""

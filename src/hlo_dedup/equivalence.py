@@ -21,7 +21,10 @@ show that it can serve as the reference:
   BEFORE's replay). If its outputs hold a NaN or an infinity (the inputs never do), the next
   unused seed is tried instead; if they still do, or if BEFORE does not reproduce itself
   bitwise, the verdict is ``cannot_judge`` (exit 2) with the reason — with ``rtol``/``atol``,
-  the replay and AFTER need only be that close.
+  the replay and AFTER need only be that close. The two children's fresh memory is filled
+  from different bytes (``BEFORE_FILL``, ``REPLAY_FILL``; glibc's malloc does it), so a module
+  that reads memory it never wrote fails to reproduce every time, not only when the two runs
+  happen to find different leftovers (and AFTER meets the same fill as the replay).
 * **Time.** A module whose ``while`` never ends runs until it is stopped, so each execution
   has a limit (compiles have their own, ``COMPILE_SECONDS``). BEFORE runs first, within
   ``timeout`` (``DEFAULT_TIMEOUT``, 60 s): past it, BEFORE may loop forever and is no
@@ -78,6 +81,11 @@ COMPILE_SECONDS = 300.0
 SLOWDOWN = 10
 #: ... and at least this many seconds (or `timeout` if less).
 FLOOR_SECONDS = 10.0
+#: The bytes BEFORE's first run, and AFTER and BEFORE's replay, find in memory nobody wrote
+#: (`hlo_dedup.xla.isolated.child_env`): their complements, 0xA5 and 0x5A, are finite numbers
+#: in every float type, so such a read shows as a baseline that does not reproduce.
+BEFORE_FILL = 0x5A
+REPLAY_FILL = 0xA5
 _CUSTOM_CALL = re.compile(r"custom call to (\S+?)(?: for |\s*$)")
 _NEURON_TARGET = re.compile(r"^(?:AwsNeuron|Neuron|__neuron|neuron)", re.IGNORECASE)
 _LAYOUT_BITCAST = "Unexpected bitcast operation seen during layout assignment"
@@ -166,9 +174,9 @@ def clear_run_cache() -> None:
     _run_cache.clear()
 
 
-def _cache_key(text: str, seed: int, spmd: bool | None) -> tuple:
+def _cache_key(text: str, seed: int, spmd: bool | None, fill: int) -> tuple:
     digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-    return digest, seed, spmd
+    return digest, seed, spmd, fill
 
 
 def _cache_put(key: tuple, result: Any) -> None:
@@ -371,11 +379,11 @@ def check_equivalence_many(
     # AFTER, then BEFORE's replay, in a third, each within what BEFORE's own run allows.
     limits = _Limits(oracle, DEFAULT_TIMEOUT if timeout is None else timeout)
     _run_round(oracle, [(pair.first, pair.before, s, True, limits.before) for pair in running for s in seeds],
-               spmd, limits)
+               spmd, limits, BEFORE_FILL)
     spare = {s: seed + runs + i for i, s in enumerate(seeds)}
     _run_round(oracle, [(pair.first, pair.before, spare[s], True, limits.before) for pair in running for s in seeds
                         if _finished(oracle, pair.first[s]) and oracle.non_finite(pair.first[s]) is not None],
-               spmd, limits)
+               spmd, limits, BEFORE_FILL)
     last: list[tuple[dict, str, int, bool, Any]] = []
     for pair in running:
         for s in seeds:
@@ -386,7 +394,7 @@ def check_equivalence_many(
             if not pair.same_text:
                 last.append((pair.other, pair.after, t, True, limit))
             last.append((pair.replay, pair.before, t, False, limit))
-    _run_round(oracle, last, spmd, limits)
+    _run_round(oracle, last, spmd, limits, REPLAY_FILL)
 
     final = []
     for report, pair in zip(reports, live):
@@ -429,13 +437,14 @@ class _Limits:
                                  max(self.floor, SLOWDOWN * before.cpu_seconds))
 
 
-def _run_round(oracle: Any, jobs: list[tuple[dict, str, int, bool, Any]], spmd: bool | None, limits: _Limits) -> None:
-    """Run (text, seed) jobs, each within its execution limit, in one child and file each outcome
-    in its dict under its seed; a job marked cacheable is taken from, and put in, the run cache
-    (a replay never is)."""
+def _run_round(oracle: Any, jobs: list[tuple[dict, str, int, bool, Any]], spmd: bool | None, limits: _Limits,
+               fill: int) -> None:
+    """Run (text, seed) jobs, each within its execution limit, in one child whose fresh memory
+    holds `fill`, and file each outcome in its dict under its seed; a job marked cacheable is
+    taken from, and put in, the run cache (a replay never is)."""
     pending = []
     for outcomes, text, s, cacheable, limit in jobs:
-        key = _cache_key(text, s, spmd)
+        key = _cache_key(text, s, spmd, fill)
         if cacheable and key in _run_cache:
             outcomes[s] = _run_cache[key]
         else:
@@ -443,7 +452,7 @@ def _run_round(oracle: Any, jobs: list[tuple[dict, str, int, bool, Any]], spmd: 
     if not pending:
         return
     results = oracle.run_modules([(text, s) for _, text, s, _, _, _ in pending], spmd=spmd, timeout=limits.compile,
-                                 limits=[limit for *_, limit in pending])
+                                 limits=[limit for *_, limit in pending], fill=fill)
     for (outcomes, _, s, cacheable, key, _), result in zip(pending, results):
         outcomes[s] = result
         if cacheable and isinstance(result, oracle.RunResult):

@@ -355,3 +355,24 @@ def test_core_import_does_not_need_jax() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert "pip install 'hlo-dedup[xla]'" in out
     assert issubclass(XlaUnavailableError, ImportError)
+
+
+
+def test_memory_nobody_wrote_holds_the_childs_fill(oracle, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The gather writes 4 of its 16 rows. The other 12 hold the complement of the child's fill
+    # byte, doubled by the add, in every run with that fill, whatever ran before in the child;
+    # a tunable the user set is kept beside ours.
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.check=0")
+    from hlo_dedup.xla.isolated import child_env
+
+    assert child_env(None, 0x5A)["GLIBC_TUNABLES"].split(":") == [
+        "glibc.malloc.check=0", "glibc.malloc.tcache_count=0", "glibc.malloc.perturb=90"]
+    unwritten = {}
+    for fill in (0x5A, 0xA5):
+        runs = oracle.run_modules([(support.UNWRITTEN, 0), (support.UNWRITTEN, 1), (support.UNWRITTEN, 0)], fill=fill)
+        rows = [np.asarray(r.outputs[0])[4:] for r in runs]
+        assert np.array_equal(rows[0], rows[1]) and np.array_equal(rows[0], rows[2])
+        unwritten[fill] = rows[0]
+    expected = {fill: 2 * np.frombuffer(bytes([0xFF ^ fill] * 4), np.float32)[0] for fill in unwritten}
+    assert {fill: set(rows.reshape(-1).tolist()) for fill, rows in unwritten.items()} == {
+        fill: {float(value)} for fill, value in expected.items()}

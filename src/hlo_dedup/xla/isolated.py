@@ -54,10 +54,16 @@ def child_command(mode: str, *arguments: str) -> list[str]:
     return [sys.executable, "-I", "-c", _BOOTSTRAP, mode, json.dumps(path), *arguments]
 
 
-def child_env(num_devices: int | None = None) -> dict[str, str]:
+def child_env(num_devices: int | None = None, fill: int | None = None) -> dict[str, str]:
     """The child's environment: XLA:CPU only, its memory-minimizing scheduler (what
     `memory.measure` prices with; a schedule does not change what a module computes), and
-    `num_devices` virtual devices if given."""
+    `num_devices` virtual devices if given.
+
+    With `fill` (a byte, 1-255), glibc's malloc gives every block it hands out filled with the
+    byte's complement (its per-thread cache off, which would skip the fill), so what a module
+    reads from memory it never wrote depends on `fill`, not on what ran before it: two runs with
+    different fills disagree there every time, and runs with the same fill agree. Elsewhere
+    than glibc the setting is ignored."""
     from hlo_dedup.xla.memory import MEMORY_SCHEDULER_FLAG
 
     env = dict(os.environ)
@@ -70,6 +76,10 @@ def child_env(num_devices: int | None = None) -> dict[str, str]:
     if num_devices is not None:
         flags.append(f"--xla_force_host_platform_device_count={num_devices}")
     env["XLA_FLAGS"] = " ".join(flags)
+    if fill is not None:
+        tunables = [t for t in env.get("GLIBC_TUNABLES", "").split(":")
+                    if t and not t.startswith(("glibc.malloc.perturb=", "glibc.malloc.tcache_count="))]
+        env["GLIBC_TUNABLES"] = ":".join(tunables + ["glibc.malloc.tcache_count=0", f"glibc.malloc.perturb={fill}"])
     return env
 
 

@@ -218,6 +218,7 @@ def run_modules(
     spmd: bool | None = None,
     timeout: float = 300,
     limits: list[Limit | None] | None = None,
+    fill: int | None = None,
 ) -> list[RunResult | XlaError]:
     """Run several ``(hlo_text, seed)`` jobs as :func:`run_module` does, sharing one child process.
 
@@ -227,6 +228,8 @@ def run_modules(
     time (:class:`RunTimeout`), is charged to the job that was running, and the jobs after it get
     a fresh child. ``timeout`` bounds each job's compile (the first's with the child's start) and
     its execution, unless ``limits`` gives that job's execution a :class:`Limit` of its own.
+    ``fill``: the byte the child's fresh memory is filled from (see ``isolated.child_env``), so
+    that a read of memory the module never wrote gives the same bits in every child with that fill.
     """
     layouts = [device_layout(text, num_devices) for text, _ in jobs]
     refusals = [too_many_devices(r * p) for r, p in layouts]
@@ -237,7 +240,7 @@ def run_modules(
     while len(ran) < len(runnable):
         rest = runnable[len(ran):]
         ran.extend(_run_in_child([jobs[i] for i in rest], [layouts[i] for i in rest], devices, spmd, timeout,
-                                 [bounds[i] for i in rest]))
+                                 [bounds[i] for i in rest], fill))
     outcomes = dict(zip(runnable, ran))
     return [outcomes[i] if refused is None else XlaError(refused) for i, refused in enumerate(refusals)]
 
@@ -248,7 +251,7 @@ def child_device_count(texts: Any, num_devices: int | None = None) -> int:
 
 
 def _run_in_child(jobs: Any, layouts: list[tuple[int, int]], devices: int, spmd: bool | None, timeout: float,
-                  limits: list[Limit]) -> list[RunResult | XlaError]:
+                  limits: list[Limit], fill: int | None) -> list[RunResult | XlaError]:
     """Run ``jobs`` in one child with ``devices`` virtual devices; an outcome for at least the first job."""
     requests = [
         {"text": text, "seed": seed, "replicas": r, "partitions": p, "spmd": spmd}
@@ -257,7 +260,7 @@ def _run_in_child(jobs: Any, layouts: list[tuple[int, int]], devices: int, spmd:
     from hlo_dedup.xla.isolated import child_command, child_env
 
     with tempfile.TemporaryDirectory(prefix="hlo-dedup-xla-") as tmp:
-        replies, stopped = run_watched(child_command("run"), child_env(devices), requests, Path(tmp), timeout, limits)
+        replies, stopped = run_watched(child_command("run"), child_env(devices, fill), requests, Path(tmp), timeout, limits)
     outcomes: list[RunResult | XlaError] = []
     for reply, (_, seed), (r, p) in zip(replies, jobs, layouts):
         if "error" in reply:
