@@ -14,7 +14,8 @@ in one run, each measurement in its own fresh process, interleaved run by run:
 * **ours**: the whole `python -m hlo_dedup` command, process start to exit with the output
   written: `FILE --passes= -o OUT` (parse and print), `FILE -o OUT` (the default pipeline),
   `FILE -o OUT --report R.json`, and `FILE.pb --passes= -o OUT` (the binary HloModuleProto of
-  the same module);
+  the same module); and `unpriced.py FILE -o OUT`, the default command with the memory price
+  made free (its output checked byte-identical to the default's), the least any pricing can cost;
 * **bytecode**: the measured processes read compiled modules from a cache under
   `benchmarks/out/real/pycache/`, as an installed package does (filled by an untimed first
   round); one start-up row shows the cost without it (`PYTHONDONTWRITEBYTECODE=1`);
@@ -53,6 +54,7 @@ VARIANTS = {
     "default": ["-o", "{out}"],
     "report": ["-o", "{out}", "--report", "{report}"],
     "pb": ["--passes=", "-o", "{out}"],  # given the .pb twin of the module
+    "unpriced": ["-o", "{out}"],  # the default pipeline with a free price (unpriced.py)
 }
 
 
@@ -102,9 +104,14 @@ def run_python(args: list[str], workdir: Path, bytecode_cache: bool = True) -> d
 def _ours(variant: str, src: Path, workdir: Path) -> dict:
     out, report = workdir / "out.hlo", workdir / "report.json"
     args = [str(src), *(a.format(out=out, report=report) for a in VARIANTS[variant])]
-    res = run_python(["-m", "hlo_dedup", *args], workdir)
+    command = [str(HERE / "unpriced.py")] if variant == "unpriced" else ["-m", "hlo_dedup"]
+    res = run_python([*command, *args], workdir)
     if variant == "none" and src.suffix == ".hlo":
         res["identical"] = filecmp.cmp(out, src, shallow=False)
+    if variant == "default":
+        os.replace(out, workdir / "default.hlo")
+    if variant == "unpriced":
+        res["identical"] = filecmp.cmp(out, workdir / "default.hlo", shallow=False)
     if variant == "report":
         data = json.loads(report.read_text())
         res.update(folds=data["totals"]["folds"], hazards=data["totals"]["hazards"],
@@ -128,13 +135,13 @@ def _median(results: list[dict]) -> dict:
 
 def measure_module(entry: dict, runs: int, workdir: Path, with_pb: bool) -> dict:
     text, pb = gen.OUT / entry["file"], gen.OUT / entry["pb"]
-    sides: dict[str, list[dict]] = {"xla": [], "none": [], "default": [], "report": [], "pb": []}
+    sides: dict[str, list[dict]] = {"xla": [], "none": [], "default": [], "unpriced": [], "report": [], "pb": []}
     for i in range(runs):
         print(f"  {entry['name']}: run {i + 1}/{runs}", file=sys.stderr, flush=True)
         x = run_child("xla", text)
         sides["xla"].append({"pp_s": x["parse_s"] + x["print_s"], "pp_cpu_s": x["parse_cpu_s"] + x["print_cpu_s"],
                              "rss_kb": x["rss_peak_kb"], "identical": x["xla_print_identical"]})
-        for variant in ("none", "default", "report"):
+        for variant in ("none", "default", "unpriced", "report"):
             sides[variant].append(_ours(variant, text, workdir))
         if with_pb:
             sides["pb"].append(_ours("pb", pb, workdir))
@@ -235,18 +242,21 @@ def main_table(results: list[dict]) -> str:
 def extra_table(results: list[dict]) -> str:
     rows = []
     for r in results:
-        e, none, dflt, rep = r["entry"], r["none"], r["default"], r["report"]
-        pb = r.get("pb")
+        e, x, none, dflt, rep = r["entry"], r["xla"], r["none"], r["default"], r["report"]
+        pb, free = r.get("pb"), r.get("unpriced")
         rows.append([
             e["name"], f"{rep['tool_parse_s']:.2f}", f"{rep['tool_passes_s']:.2f}", f"{rep['tool_print_s']:.2f}",
             f"{rep['wall_s'] - rep['tool_total_s']:.2f}", str(rep["folds"]),
+            f"{free['cpu_s']:.2f}" if free else "-", _x(free["cpu_s"], x["pp_cpu_s"]) if free else "-",
+            _best(free, "cpu_s", x, "pp_cpu_s") if free else "-",
             f"{rep['wall_s']:.2f}", _x(rep["wall_s"], dflt["wall_s"]), _best(rep, "cpu_s", dflt, "cpu_s"),
             f"{pb['wall_s']:.2f}" if pb else "-", _x(pb["wall_s"], none["wall_s"]) if pb else "-",
             _best(pb, "cpu_s", none, "cpu_s") if pb else "-",
             _mb(pb["rss_kb"]) if pb else "-", f"{1e6 * none['wall_s'] / e['lines']:.1f}",
             f"{1e3 * none['wall_s'] / e['computations']:.2f}",
         ])
-    return table(rows, ["module", "parse s", "passes s", "print s", "other s", "folds", "--report s",
+    return table(rows, ["module", "parse s", "passes s", "print s", "other s", "folds", "unpriced CPU s",
+                        "CPU ratio", "best", "--report s",
                         "vs default", "best", ".pb s", "vs text", "best", ".pb RSS", "µs/line", "ms/comp"])
 
 
@@ -274,6 +284,7 @@ def report(res: dict) -> str:
                                                          (r["default"], "cpu_s"))
                    if (sp := _spread(side, key)) is not None]
     identical = all(r["none"].get("identical", True) for r in results)
+    same_folds = all(r.get("unpriced", {}).get("identical", True) for r in results)
     lines = [
         res["machine"],
         f"load average {res['load_before'][0]:.2f} before, {res['load_after'][0]:.2f} after; "
@@ -286,7 +297,9 @@ def report(res: dict) -> str:
         main_table(results),
         "",
         "parse/passes/print = the --report run's own timings (its `timings`); other = that run's wall - "
-        "in-tool total (interpreter, imports, writing the report and summary, exit); .pb = "
+        "in-tool total (interpreter, imports, writing the report and summary, exit); unpriced = the default "
+        "command with the memory price made free (`unpriced.py`), its CPU ratio to XLA's: the floor no cheaper "
+        "price can go below; .pb = "
         "`hlo-dedup FILE.pb --passes= -o OUT` vs the text run; µs/line and ms/comp from ours s",
         extra_table(results),
         "",
@@ -296,7 +309,8 @@ def report(res: dict) -> str:
         f"noise: spread (max-min)/median over runs: wall median {statistics.median(spreads):.0%}, worst "
         f"{max(spreads):.0%}; CPU median {statistics.median(cpu_spreads):.0%}, worst {max(cpu_spreads):.0%} "
         f"({len(spreads)} cells with >1 run)" if spreads else "noise: single runs only",
-        f"`--passes=` output byte-identical to the input: {identical}",
+        f"`--passes=` output byte-identical to the input: {identical}; unpriced output byte-identical to the "
+        f"default's: {same_folds}",
     ]
     return "\n".join(lines)
 
