@@ -14,8 +14,8 @@ in one run, each measurement in its own fresh process, interleaved run by run:
 * **ours**: the whole `python -m hlo_dedup` command, process start to exit with the output
   written: `FILE --passes= -o OUT` (parse and print), `FILE -o OUT` (the default pipeline),
   `FILE -o OUT --report R.json`, and `FILE.pb --passes= -o OUT` (the binary HloModuleProto of
-  the same module); and `unpriced.py FILE -o OUT`, the default command with the memory price
-  made free (its output checked byte-identical to the default's), the least any pricing can cost;
+  the same module); and `FILE -o OUT --price=none`, the default pipeline without the memory
+  price (its output checked byte-identical to the default's): the least any price can cost;
 * **bytecode**: the measured processes read compiled modules from a cache under
   `benchmarks/out/real/pycache/`, as an installed package does (filled by an untimed first
   round); one start-up row shows the cost without it (`PYTHONDONTWRITEBYTECODE=1`);
@@ -54,7 +54,7 @@ VARIANTS = {
     "default": ["-o", "{out}"],
     "report": ["-o", "{out}", "--report", "{report}"],
     "pb": ["--passes=", "-o", "{out}"],  # given the .pb twin of the module
-    "unpriced": ["-o", "{out}"],  # the default pipeline with a free price (unpriced.py)
+    "unpriced": ["-o", "{out}", "--price=none"],  # the default pipeline without the memory price
 }
 
 
@@ -104,8 +104,7 @@ def run_python(args: list[str], workdir: Path, bytecode_cache: bool = True) -> d
 def _ours(variant: str, src: Path, workdir: Path) -> dict:
     out, report = workdir / "out.hlo", workdir / "report.json"
     args = [str(src), *(a.format(out=out, report=report) for a in VARIANTS[variant])]
-    command = [str(HERE / "unpriced.py")] if variant == "unpriced" else ["-m", "hlo_dedup"]
-    res = run_python([*command, *args], workdir)
+    res = run_python(["-m", "hlo_dedup", *args], workdir)
     if variant == "none" and src.suffix == ".hlo":
         res["identical"] = filecmp.cmp(out, src, shallow=False)
     if variant == "default":
@@ -297,9 +296,8 @@ def report(res: dict) -> str:
         main_table(results),
         "",
         "parse/passes/print = the --report run's own timings (its `timings`); other = that run's wall - "
-        "in-tool total (interpreter, imports, writing the report and summary, exit); unpriced = the default "
-        "command with the memory price made free (`unpriced.py`), its CPU ratio to XLA's: the floor no cheaper "
-        "price can go below; .pb = "
+        "in-tool total (interpreter, imports, writing the report and summary, exit); unpriced = `hlo-dedup FILE "
+        "-o OUT --price=none`, its CPU ratio to XLA's: the floor no cheaper price can go below; .pb = "
         "`hlo-dedup FILE.pb --passes= -o OUT` vs the text run; µs/line and ms/comp from ours s",
         extra_table(results),
         "",

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .ir import HloModule
 from .passes import FoldRecord, NeuronAllGatherDuplicateRemover, PassResult
 
-PRICES = ("model", "xla")
+PRICES = ("model", "xla", "none")
 
 #: The passes again with some folds refused: (computation, removed all-gather) -> reason.
 Rerun = Callable[[Mapping[tuple[str, str], str]], tuple[HloModule, list[PassResult]]]

@@ -93,9 +93,9 @@ class RunOptions(FrozenRecord):
     aggregate outputs (`-`: standard output); they cover every module of the run.
     `report_only`: run everything but write no module output (the aggregate outputs still are).
     `max_peak_increase`: bytes; folds raising a peak by more are refused. `price`: who prices
-    the folds in memory, `model` (the pure-Python estimate, fold by fold) or `xla` (XLA:CPU
+    the folds in memory, `model` (the pure-Python estimate, fold by fold), `xla` (XLA:CPU
     compiles each module before and after; the budget is then decided with its peaks, see
-    `hlo_dedup.price`). `price_backend`: the backend the model prices for, `native` (bf16 and
+    `hlo_dedup.price`) or `none` (no price: the same folds, no peak figures, no budget). `price_backend`: the backend the model prices for, `native` (bf16 and
     f16 as written) or `xla-cpu` (computed in f32, as XLA:CPU does); with `price` `xla` it
     plays no part (XLA:CPU is measured).
     `command_line` is the command as typed, for the page to say what produced it.
@@ -120,8 +120,8 @@ class RunOptions(FrozenRecord):
     @property
     def model_backend(self) -> str:
         """The backend the model prices for in this run: `price_backend`, or `native` when
-        XLA:CPU is measured (`price` `xla`)."""
-        return "native" if self.price == "xla" else self.price_backend
+        XLA:CPU is measured or nothing is priced (`price` `xla`, `none`)."""
+        return "native" if self.price in ("xla", "none") else self.price_backend
 
     @property
     def verbose(self) -> bool:
@@ -314,7 +314,7 @@ def _run(result: InputResult, options: RunOptions, stdin, stdout, log: TextIO) -
             result.modules.append(run)
             pipeline = Pipeline.from_names(passes, strict=options.strict,  # XLA's peaks decide a budget later
                                            max_peak_increase=None if xla_priced else options.max_peak_increase,
-                                           price_backend=options.model_backend)
+                                           price_backend=options.model_backend, priced=options.price != "none")
             started = time.perf_counter()
 
             def after_pass(p, pass_result, run=run) -> None:  # noqa: ANN001

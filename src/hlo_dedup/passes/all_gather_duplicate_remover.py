@@ -123,9 +123,15 @@ class NeuronAllGatherDuplicateRemover(HloPass):
     source_file = "neuron_all_gather_duplicate_remover.cc"
 
     def __init__(self, strict: bool = False, max_peak_increase: int | None = None,
-                 refused_folds: Mapping[tuple[str, str], str] | None = None, price_backend: str = "native") -> None:
+                 refused_folds: Mapping[tuple[str, str], str] | None = None, price_backend: str = "native",
+                 priced: bool = True) -> None:
         self.strict = strict
         self.max_peak_increase = max_peak_increase
+        # Whether folds get a memory price (the model costs more than the rest of the pass on
+        # large modules; a budget needs it).
+        if not priced and max_peak_increase is not None:
+            raise ValueError("a --max-peak-increase budget needs the memory price")
+        self.priced = priced
         # The backend the memory price is for (`analysis.PRICE_BACKENDS`): whether it
         # computes bf16 and f16 in f32 (XLA:CPU) or natively.
         if price_backend not in PRICE_BACKENDS:
@@ -154,7 +160,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         survey = GatherSurvey(module, self._walker)
         # Built before the first rewrite; a computation's model only once it gets a fold.
         pricer = FoldPricer(module, spmd=module.use_spmd_partitioning,
-                            f32_arithmetic=PRICE_BACKENDS[self.price_backend])
+                            f32_arithmetic=PRICE_BACKENDS[self.price_backend]) if self.priced else None
         found = _by_computation(module, GATHERS, _MENTION)
         # Found while the module is as read (its text tells which computations to scan);
         # the folds and DCE only remove instructions.
@@ -168,7 +174,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer, priced)
         # After every fold (a callee's folds change its callers' profiles), before DCE
         # changes the module the pricer reads.
-        profiles = [live_profile(pricer, comp, prices) for comp, prices in priced.items()]
+        profiles = [live_profile(pricer, comp, prices) for comp, prices in priced.items()] if pricer else []
         changed = bool(folds)
         deleted: list[tuple[str, str, str]] = []
         if changed:
@@ -195,7 +201,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         hazards: list[Hazard],
         transaction: ModuleTransaction,
         survey: GatherSurvey,
-        pricer: FoldPricer,
+        pricer: FoldPricer | None,
         priced: dict[HloComputation, list[FoldPrice]],
     ) -> None:
         # The candidates: all-gathers with an operand; the survey hears why the others are not.
@@ -257,8 +263,13 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 survey.refused(inst, keep, (veto,))
                 continue
             budget = self.max_peak_increase
-            price = pricer.apply(comp, keep, inst) if budget is None else pricer.apply_within(comp, keep, inst, budget)
-            if price.refused:
+            if pricer is None:
+                price = None
+            elif budget is None:
+                price = pricer.apply(comp, keep, inst)
+            else:
+                price = pricer.apply_within(comp, keep, inst, budget)
+            if price is not None and price.refused:
                 survey.refused(inst, keep, (
                     f"the estimated peak of {comp.name} would rise by {spell_bytes(price.peak_increase)} "
                     f"({spell_bytes(price.peak_bytes_before)} -> {spell_bytes(price.peak_bytes_after)}), more "
@@ -272,10 +283,11 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             transaction.before_rewrite()
             inst.replace_all_uses_with(keep)
             rewired = tuple((u.name, b, user_line(u, at)) for (u, at), b in zip(users, lines_before))
-            folds.append(self._record(comp, keep, inst, key_json, bool(reasons), price.to_json(),
-                                      removed_text, rewired))
+            folds.append(self._record(comp, keep, inst, key_json, bool(reasons),
+                                      None if price is None else price.to_json(), removed_text, rewired))
             survey.folded(inst, keep)
-            priced.setdefault(comp, []).append(price)
+            if price is not None:
+                priced.setdefault(comp, []).append(price)
             if not reasons:
                 same_value[inst] = keep
         survey.close_computation(comp)
@@ -294,7 +306,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         }
 
     def _record(self, comp: HloComputation, kept: HloInstruction, removed: HloInstruction, key: dict[str, Any],
-                hazardous: bool, memory: dict[str, Any], removed_text: str,
+                hazardous: bool, memory: dict[str, Any] | None, removed_text: str,
                 rewired: tuple[tuple[str, str, str], ...]) -> FoldRecord:
         out_bytes = byte_size(removed.shape)
         shard_count = _shard_count(removed)

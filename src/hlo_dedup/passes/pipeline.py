@@ -39,9 +39,9 @@ class Pipeline:
     def from_names(cls, names: Sequence[str], *, strict: bool = False,
                    max_peak_increase: int | None = None,
                    refused_folds: Mapping[tuple[str, str], str] | None = None,
-                   price_backend: str = "native") -> Pipeline:
+                   price_backend: str = "native", priced: bool = True) -> Pipeline:
         return cls([create_pass(n, strict=strict, max_peak_increase=max_peak_increase, refused_folds=refused_folds,
-                                price_backend=price_backend)
+                                price_backend=price_backend, priced=priced)
                     for n in names])
 
     def run(

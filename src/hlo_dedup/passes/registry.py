@@ -50,15 +50,17 @@ def unknown_pass_message(name: str) -> str:
 
 
 def create_pass(name: str, *, strict: bool = False, max_peak_increase: int | None = None,
-                refused_folds: Mapping[tuple[str, str], str] | None = None, price_backend: str = "native") -> HloPass:
+                refused_folds: Mapping[tuple[str, str], str] | None = None, price_backend: str = "native",
+                priced: bool = True) -> HloPass:
     """Instantiate the pass registered as `name`; KeyError lists the known names.
     `strict`, `max_peak_increase` (bytes), `refused_folds` ((computation, removed
-    all-gather) -> reason) and `price_backend` (`analysis.PRICE_BACKENDS`) configure the
-    all-gather pass."""
+    all-gather) -> reason), `price_backend` (`analysis.PRICE_BACKENDS`) and `priced`
+    (False: no memory price) configure the all-gather pass."""
     cls = _PASSES.get(name)
     if cls is None:
         raise KeyError(unknown_pass_message(name))
     if cls is NeuronAllGatherDuplicateRemover:
         return NeuronAllGatherDuplicateRemover(strict=strict, max_peak_increase=max_peak_increase,
-                                               refused_folds=refused_folds, price_backend=price_backend)
+                                               refused_folds=refused_folds, price_backend=price_backend,
+                                               priced=priced)
     return cls()

@@ -104,7 +104,9 @@ def _header(report: RunReport, title: str, command_line: str, version: str) -> s
     facts = [f"hlo-dedup {version}", "pipeline: " + (" \u2192 ".join(report.pipeline) or "none"), mode]
     if report.max_peak_increase is not None:
         facts.append(f"peak budget {human_bytes(report.max_peak_increase)}")
-    if report.price_backend != "native":
+    if report.price == "none":
+        facts.append("memory not priced")
+    elif report.price_backend != "native":
         facts.append(f"memory priced for {report.price_backend}")
     facts.append("SPMD" if report.spmd else "not SPMD")
     if report.batch is not None:
@@ -148,7 +150,8 @@ class _Facts(FrozenRecord):
 def _overview(report: RunReport, modules: Sequence[tuple[InputResult, ModuleRun]], anchors: dict[int, str]) -> str:
     facts = _Facts.of(report)
     totals = facts.totals
-    out = ['<section id="overview"><p class="verdict">' + _verdict(facts) + "</p>"]
+    priced = report.price != "none"
+    out = ['<section id="overview"><p class="verdict">' + _verdict(facts, priced) + "</p>"]
     kept = sum(g.fate == "kept" for g in facts.gathers)
     fold_detail = [f"onto {plural(kept, 'kept gather')}"] if kept else []
     if facts.kernel_folds:
@@ -160,7 +163,8 @@ def _overview(report: RunReport, modules: Sequence[tuple[InputResult, ModuleRun]
         ("Saved per device", human_bytes(totals["bytes_per_device"]),
          f"{human_bytes(saved_output)} of gathered output", "good" if totals["bytes_per_device"] else ""),
         ("Est. peak memory", f"+{human_bytes(rise)}" if rise else "unchanged",
-         "largest rise in one computation" if rise else "no computation's peak rises", "bad" if rise else ""),
+         "largest rise in one computation" if rise else "no computation's peak rises", "bad" if rise else "")
+        if priced else ("Est. peak memory", "not priced", "--price=none", ""),
         ("Hazards", str(totals["hazards"]), f"{totals['hazards_refused']} refused" if totals["hazards"] else "",
          "bad" if totals["hazards"] else ""),
         ("All-gathers", str(len(facts.gathers)), f"in {plural(totals['modules'], 'module')}"
@@ -182,8 +186,9 @@ def _overview(report: RunReport, modules: Sequence[tuple[InputResult, ModuleRun]
     return "".join(out)
 
 
-def _verdict(facts: _Facts) -> str:
-    """The page's first sentence: did the passes help, and at what price."""
+def _verdict(facts: _Facts, priced: bool) -> str:
+    """The page's first sentence: did the passes help, and at what price (`priced`: False
+    with --price=none)."""
     gathers, totals = facts.gathers, facts.totals
     if not gathers and not facts.kernels:
         return "No all-gathers and no AwsNeuronCustomNativeKernel custom-calls: nothing for the passes to fold."
@@ -195,8 +200,11 @@ def _verdict(facts: _Facts) -> str:
                      f"{human_bytes(sum(f.bytes_output for f in facts.gather_folds))} of gathered output: "
                      f"<b>{human_bytes(totals['bytes_per_device'])} less traffic per device</b>.")
         rise = totals["peak_increase_bytes"]
-        parts.append(f'<span class="warn">The estimated peak memory rises by {human_bytes(rise)}</span> '
-                     "(kept gathers stay live longer)." if rise else "No computation's estimated peak memory rises.")
+        if not priced:
+            parts.append("Their price in peak memory was not estimated (--price=none).")
+        else:
+            parts.append(f'<span class="warn">The estimated peak memory rises by {human_bytes(rise)}</span> '
+                         "(kept gathers stay live longer)." if rise else "No computation's estimated peak memory rises.")
     elif fates["refused"]:
         parts.append("No all-gather folded:")
     elif gathers and not fates["unique"]:

@@ -122,7 +122,17 @@ def report_json(report: RunReport) -> dict[str, Any]:
         if by_stage:
             data["batch"]["totals_by_stage"] = by_stage
         data["inputs"] = [_input_json(r) for r in report.inputs]
+    if report.price == "none":
+        _unpriced(data)
     return data
+
+
+def _unpriced(data: dict[str, Any]) -> None:
+    """--price=none: no rise is known, so the rises are null rather than 0 (unchanged)."""
+    for scope in (data, *data.get("inputs", ())):
+        scope["totals"]["peak_increase_bytes"] = None
+        for module in scope["modules"]:
+            module["memory"]["peak_increase_bytes"] = None
 
 
 def render_json(report: RunReport) -> str:

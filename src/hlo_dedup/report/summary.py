@@ -182,10 +182,12 @@ def _gather_counts(gathers: list, p: PassResult, price_backend: str) -> str:  # 
         parts += [f"{fates[f]} {f.replace('_', ' ')}" for f in ("refused", "unique", "not_traced") if fates[f]]
         line = f"{n}: " + ", ".join(parts)
         changes = peak_changes(p.folds)
+        traffic = f"{human_bytes(sum(f.bytes_per_device for f in p.folds))} less collective traffic per device"
         if changes:
             peak = _peak_phrase(changes, rescheduled_peaks(p.profiles), peak_schedules(p.folds), price_backend)
-            line += f"; {peak} for " \
-                    f"{human_bytes(sum(f.bytes_per_device for f in p.folds))} less collective traffic per device"
+            line += f"; {peak} for {traffic}"
+        elif p.folds:  # folded, priced by nobody: --price=none
+            line += f"; {traffic}, peak memory not priced (--price=none)"
         return line
     if not fates["unique"]:
         return f"{n}, none traced to a parameter" + (f": walks stopped at {stopped}" if stopped else "")
