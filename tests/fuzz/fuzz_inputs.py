@@ -47,6 +47,7 @@ FLAG_SETS: tuple[tuple[str, ...], ...] = (
     ("--report", "{dir}/report.json", "--dot", "{dir}/folds.dot"),
     ("--strict", "--split-input-file", "--report", "{dir}/report.json"),
     ("--max-peak-increase", "0", "--price-backend", "xla-cpu", "--html", "{dir}/page.html"),
+    ("--price=none", "--report", "{dir}/report.json", "--html", "{dir}/page.html"),
 )
 
 
