@@ -32,8 +32,9 @@ CONFIGS: dict[str, list[str]] = {
     "no-passes": ["--passes="],
     "strict": ["--strict"],
 }
-_DURATION = re.compile(r"\s*\(\d+(?:\.\d+)? (?:µs|ms|s)\)")
-_TIMING_KEYS = frozenset({"timings", "seconds", "wall_seconds"})
+_SECONDS = r"\d+(?:\.\d+)? (?:µs|ms|s)"
+_DURATION = re.compile(rf"\s*\({_SECONDS}(?:, of which the memory price {_SECONDS}(?:: --price=none skips it)?)?\)")
+_TIMING_KEYS = frozenset({"timings", "seconds", "wall_seconds", "price_seconds"})
 
 
 def inputs(corpus: Path, also: list[Path]) -> list[Path]:

@@ -75,3 +75,19 @@ def test_the_api_folds_the_same_without_pricing() -> None:
     assert names == [[(f.kept, f.removed) for f in p.folds] for p in priced.passes]
     assert all(f.memory is None for p in unpriced.passes for f in p.folds)
     assert all(not p.profiles for p in unpriced.passes)
+
+
+def test_the_summary_and_report_say_what_the_price_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from hlo_dedup.report import summary
+
+    _, priced_summary, priced, _ = _run(tmp_path, capsys=capsys)
+    _, unpriced_summary, unpriced, _ = _run(tmp_path, "--price=none", capsys=capsys)
+    gather_pass = [p for p in priced["modules"][0]["passes"] if p["name"] == "neuron_all_gather_duplicate_remover"]
+    assert 0 < gather_pass[0]["price_seconds"] <= gather_pass[0]["seconds"]
+    assert all(p["price_seconds"] == 0 for m in unpriced["modules"] for p in m["passes"])
+    assert ", of which the memory price " in priced_summary and "of which" not in unpriced_summary
+    assert "--price=none skips it" not in priced_summary  # a price this quick needs no advice
+    monkeypatch.setattr(summary, "SLOW_PRICE_SECONDS", 0.0)  # as if it had taken long
+    head = [line for line in _run(tmp_path, capsys=capsys)[1].splitlines() if "remover: changed" in line]
+    assert len(head) == 1 and head[0].endswith(": --price=none skips it)")

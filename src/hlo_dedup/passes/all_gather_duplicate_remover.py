@@ -24,6 +24,7 @@ Choices where the spec leaves room (documented in README "Semantics"):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -140,6 +141,7 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         # (computation, removed gather) -> why that fold is refused (an outside judge: XLA's peak)
         self.refused_folds = refused_folds or {}
         self._walker = RawParameterWalker()
+        self._price_seconds = 0.0  # of the current run: what the memory price took
 
     # ------------------------------------------------------------------- walk
     def find_raw_parameter(self, node: HloInstruction, ag: HloInstruction, vlog: bool) -> _Walk:
@@ -158,9 +160,13 @@ class NeuronAllGatherDuplicateRemover(HloPass):
         hazards: list[Hazard] = []
         self._walker = RawParameterWalker()  # walks remembered for this module's run
         survey = GatherSurvey(module, self._walker)
-        # Built before the first rewrite; a computation's model only once it gets a fold.
-        pricer = FoldPricer(module, spmd=module.use_spmd_partitioning,
-                            f32_arithmetic=PRICE_BACKENDS[self.price_backend]) if self.priced else None
+        self._price_seconds = 0.0
+        pricer = None
+        if self.priced:  # built before the first rewrite; a computation's model only once it gets a fold
+            started = time.perf_counter()
+            pricer = FoldPricer(module, spmd=module.use_spmd_partitioning,
+                                f32_arithmetic=PRICE_BACKENDS[self.price_backend])
+            self._price_seconds = time.perf_counter() - started
         found = _by_computation(module, GATHERS, _MENTION)
         # Found while the module is as read (its text tells which computations to scan);
         # the folds and DCE only remove instructions.
@@ -174,7 +180,11 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                 self._process_computation(comp, gathers, vlog, folds, hazards, transaction, survey, pricer, priced)
         # After every fold (a callee's folds change its callers' profiles), before DCE
         # changes the module the pricer reads.
-        profiles = [live_profile(pricer, comp, prices) for comp, prices in priced.items()] if pricer else []
+        profiles = []
+        if pricer is not None:
+            started = time.perf_counter()
+            profiles = [live_profile(pricer, comp, prices) for comp, prices in priced.items()]
+            self._price_seconds += time.perf_counter() - started
         changed = bool(folds)
         deleted: list[tuple[str, str, str]] = []
         if changed:
@@ -190,7 +200,8 @@ class NeuronAllGatherDuplicateRemover(HloPass):
                                if i.parent is not None and i.parent.parent is module])
         notes = survey.notes() + ([] if records else _no_gather_notes(module))
         return PassResult(self.name, changed, folds, hazards, instructions=records,
-                          near_misses=survey.near_misses(), deleted=deleted, notes=notes, profiles=profiles)
+                          near_misses=survey.near_misses(), deleted=deleted, notes=notes, profiles=profiles,
+                          price_seconds=self._price_seconds)
 
     def _process_computation(
         self,
@@ -262,14 +273,9 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             if veto is not None:
                 survey.refused(inst, keep, (veto,))
                 continue
-            budget = self.max_peak_increase
-            if pricer is None:
-                price = None
-            elif budget is None:
-                price = pricer.apply(comp, keep, inst)
-            else:
-                price = pricer.apply_within(comp, keep, inst, budget)
+            price = None if pricer is None else self._price(pricer, comp, keep, inst)
             if price is not None and price.refused:
+                budget = self.max_peak_increase
                 survey.refused(inst, keep, (
                     f"the estimated peak of {comp.name} would rise by {spell_bytes(price.peak_increase)} "
                     f"({spell_bytes(price.peak_bytes_before)} -> {spell_bytes(price.peak_bytes_after)}), more "
@@ -291,6 +297,15 @@ class NeuronAllGatherDuplicateRemover(HloPass):
             if not reasons:
                 same_value[inst] = keep
         survey.close_computation(comp)
+
+    def _price(self, pricer: FoldPricer, comp: HloComputation, keep: HloInstruction,
+               inst: HloInstruction) -> FoldPrice:
+        """The fold's memory price (refused when over the budget), its time counted."""
+        started = time.perf_counter()
+        budget = self.max_peak_increase
+        price = pricer.apply(comp, keep, inst) if budget is None else pricer.apply_within(comp, keep, inst, budget)
+        self._price_seconds += time.perf_counter() - started
+        return price
 
     @staticmethod
     def _key_json(raw: HloInstruction, path: tuple[int, ...], inst: HloInstruction) -> dict[str, Any]:

@@ -36,16 +36,18 @@ class PassResult(Record):
     `instructions`: an InstructionFate per instruction considered; `deleted`: (computation,
     name, line) of what the pass's closing DCE deleted in the computations it rewrote;
     `notes`: what a user should know, in words; `profiles`: per computation with a priced
-    fold, its live bytes before and after (`analysis.live_profile.LiveProfile`).
+    fold, its live bytes before and after (`analysis.live_profile.LiveProfile`);
+    `price_seconds`: the part of `seconds` spent pricing folds in memory (what --price=none saves).
     """
 
     __slots__ = ("pass_name", "changed", "folds", "hazards", "seconds", "instructions", "near_misses", "deleted",
-                 "notes", "profiles")
+                 "notes", "profiles", "price_seconds")
 
     def __init__(self, pass_name: str, changed: bool, folds: list[Any] | None = None,
                  hazards: list[Any] | None = None, seconds: float = 0.0, instructions: list[Any] | None = None,
                  near_misses: list[Any] | None = None, deleted: list[tuple[str, str, str]] | None = None,
-                 notes: list[str] | None = None, profiles: list[Any] | None = None) -> None:
+                 notes: list[str] | None = None, profiles: list[Any] | None = None,
+                 price_seconds: float = 0.0) -> None:
         self.pass_name = pass_name
         self.changed = changed
         self.folds = [] if folds is None else folds
@@ -56,6 +58,7 @@ class PassResult(Record):
         self.deleted = [] if deleted is None else deleted
         self.notes = [] if notes is None else notes
         self.profiles = [] if profiles is None else profiles
+        self.price_seconds = price_seconds
 
 
 class ModuleTransaction:

@@ -358,6 +358,7 @@ def _pass_json(p: PassResult) -> dict[str, Any]:
         "name": p.pass_name,
         "changed": bool(p.changed),
         "seconds": round(p.seconds, 6),
+        "price_seconds": round(p.price_seconds, 6),
         "folds": [
             {
                 "computation": f.computation,

@@ -105,7 +105,7 @@ def _pass_lines(p: PassResult) -> list[str]:
         head += f", removed {human_bytes(out_bytes)} output"
         if per_device:
             head += f" / {human_bytes(per_device)} per device"
-    head += f" ({human_seconds(p.seconds)})"
+    head += f" ({human_seconds(p.seconds)}{_price_share(p.price_seconds)})"
     lines = [head]
     tensors = {(i.computation, i.name): i.tensor for i in p.instructions if i.tensor} if folds else {}
     for f in folds[:MAX_LISTED]:
@@ -170,6 +170,18 @@ def _weight_lines(gathers: list) -> list[str]:  # noqa: ANN001 - InstructionFate
     if len(by_weight) > MAX_LISTED:
         lines.append(f"      ... {len(by_weight) - MAX_LISTED} more weights (see --report)")
     return lines
+
+
+#: Seconds of pricing past which the summary says how to skip it.
+SLOW_PRICE_SECONDS = 1.0
+
+
+def _price_share(seconds: float) -> str:
+    """What pricing took of a pass's time, and from `SLOW_PRICE_SECONDS` on how to skip it."""
+    if not seconds:
+        return ""
+    hint = ": --price=none skips it" if seconds >= SLOW_PRICE_SECONDS else ""
+    return f", of which the memory price {human_seconds(seconds)}{hint}"
 
 
 def _gather_counts(gathers: list, p: PassResult, price_backend: str) -> str:  # noqa: ANN001 - InstructionFate
