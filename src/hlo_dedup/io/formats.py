@@ -407,14 +407,20 @@ def _proto_module(data: bytes, filename: str, fmt: str) -> tuple[str, PrintedMod
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise FormatError(filename, f"text proto is not UTF-8 (byte {exc.start})") from None
+                from .sniff import held_instead
+
+                raise FormatError(filename, f"text proto is not UTF-8 (byte {exc.start})"
+                                  + held_instead(data, fmt)) from None
             container, module_bytes = proto.parse_text_proto(text)
         return container, proto.print_module_bytes(module_bytes)
     except proto.ProtoSupportMissing as exc:
         raise FormatError(filename, str(exc)) from None
     except proto.ProtoError as exc:
         line, column = proto.text_proto_error_location(exc) if fmt == "pbtxt" else (0, 0)
-        raise FormatError(filename, str(exc), line, column) from None
+        from .sniff import held_instead  # sniff reads formats: imported when an input fails only
+
+        instead = held_instead(data, fmt)
+        raise FormatError(filename, str(exc).rstrip(".") + instead if instead else str(exc), line, column) from None
 
 
 def read_modules(

@@ -92,6 +92,19 @@ def sniff(data: bytes) -> Content:
     return Content(None, what="binary data that is not an HLO proto")
 
 
+_FORMAT_NAMES = {"hlo": "HLO text", "pb": "a binary HLO proto", "pbtxt": "an HLO text proto"}
+
+
+def held_instead(data: bytes, read_as: str) -> str:
+    """For a file that failed to read as `read_as`: what its head says it holds instead
+    (HLO text saved as `.pb`, a binary proto named `.pbtxt`) and how to read it so, as a
+    clause to append to the error; "" when it says nothing else."""
+    held = sniff(data[:HEAD_BYTES]).format
+    if held is None or held == read_as:
+        return ""
+    return f"; the file holds {_FORMAT_NAMES[held]}: name it .{held} or give --format={held}"
+
+
 def contains(path: str, needle: bytes) -> bool:
     """Whether the (decompressed) file holds `needle` anywhere: a scan, not a parse. A file
     that cannot be read holds nothing (reading it for real reports why)."""
