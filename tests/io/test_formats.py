@@ -405,30 +405,32 @@ def test_standard_output_without_a_buffer_gets_the_text(monkeypatch: pytest.Monk
     assert out.getvalue() == "HloModule m\ncaf\u00e9\n"
 
 
-def test_a_module_under_the_wrong_proto_extension_is_named_for_what_it_holds(tmp_path: Path) -> None:
-    # HLO text saved as .pb or .pbtxt, a binary proto named .pbtxt: the extension decides how
-    # the file is read, and the error says what the file holds and how to read it so.
+def _misnamed(tmp_path: Path, name: str, data: bytes, message: str, held: str) -> None:
+    """`data` saved as `name` fails with `message` at its end, and reads as `held`."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(FormatError) as caught:
+        read_modules(path)
+    assert str(caught.value).endswith(message), str(caught.value)
+    (module,) = read_modules(path, format=held)
+    assert module.entry.name == hlo_dedup.load(FSDP.read_text()).entry.name
+
+
+def test_hlo_text_under_a_proto_extension_is_named_for_what_it_holds(tmp_path: Path) -> None:
+    # The extension decides how the file is read; the error says what it holds and how to
+    # read it so.
     text = FSDP.read_bytes()
-    binary = tmp_path / "m.pb"
-    hlo_dedup.save(hlo_dedup.load(FSDP.read_text()), binary)
-    cases = {
-        "text.pb": (text, "not a binary HloSnapshot, HloProto or HloModuleProto (no module with computations "
-                          "found); the file holds HLO text: name it .hlo or give --format=hlo"),
-        "text.pbtxt": (text, 'has no field named "HloModule"; the file holds HLO text: name it .hlo or give '
-                             "--format=hlo"),
-        "binary.pbtxt": (binary.read_bytes(), "; the file holds a binary HLO proto: name it .pb or give --format=pb"),
-    }
-    for name, (data, message) in cases.items():
-        path = tmp_path / name
-        path.write_bytes(data)
-        with pytest.raises(FormatError) as caught:
-            read_modules(path)
-        assert str(caught.value).endswith(message), str(caught.value)
-        # Read as what they hold, they are the module.
-        (module,) = read_modules(path, format=name.split(".")[0].replace("text", "hlo").replace("binary", "pb"))
-        assert module.entry.name == hlo_dedup.load(FSDP.read_text()).entry.name
+    _misnamed(tmp_path, "text.pb", text, "not a binary HloSnapshot, HloProto or HloModuleProto (no module with "
+              "computations found); the file holds HLO text: name it .hlo or give --format=hlo", "hlo")
+    _misnamed(tmp_path, "text.pbtxt", text, 'has no field named "HloModule"; the file holds HLO text: name it '
+              ".hlo or give --format=hlo", "hlo")
     garbage = tmp_path / "garbage.pb"
     garbage.write_bytes(b"neither text nor a proto \x00\x01")
     with pytest.raises(FormatError) as caught:
         read_modules(garbage)
     assert "the file holds" not in str(caught.value)  # nothing to say it is instead
+
+
+def test_a_binary_proto_named_pbtxt_is_named_for_what_it_holds(xc, tmp_path: Path) -> None:  # noqa: ANN001
+    _misnamed(tmp_path, "binary.pbtxt", module_proto(xc, FSDP),
+              "; the file holds a binary HLO proto: name it .pb or give --format=pb", "pb")
