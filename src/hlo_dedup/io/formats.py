@@ -407,20 +407,23 @@ def _proto_module(data: bytes, filename: str, fmt: str) -> tuple[str, PrintedMod
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
-                from .sniff import held_instead
-
-                raise FormatError(filename, f"text proto is not UTF-8 (byte {exc.start})"
-                                  + held_instead(data, fmt)) from None
+                raise _unreadable(data, filename, fmt, f"text proto is not UTF-8 (byte {exc.start})") from None
             container, module_bytes = proto.parse_text_proto(text)
         return container, proto.print_module_bytes(module_bytes)
     except proto.ProtoSupportMissing as exc:
         raise FormatError(filename, str(exc)) from None
     except proto.ProtoError as exc:
         line, column = proto.text_proto_error_location(exc) if fmt == "pbtxt" else (0, 0)
-        from .sniff import held_instead  # sniff reads formats: imported when an input fails only
+        raise _unreadable(data, filename, fmt, str(exc), line, column) from None
 
-        instead = held_instead(data, fmt)
-        raise FormatError(filename, str(exc).rstrip(".") + instead if instead else str(exc), line, column) from None
+
+def _unreadable(data: bytes, filename: str, fmt: str, message: str, line: int = 0, column: int = 0) -> FormatError:
+    """The error of `data` that does not read as `fmt`, saying what it holds instead where
+    its head tells (`sniff.held_instead`)."""
+    from .sniff import held_instead  # sniff reads formats: imported when an input fails only
+
+    instead = held_instead(data, fmt)
+    return FormatError(filename, message.rstrip(".") + instead if instead else message, line, column)
 
 
 def read_modules(
