@@ -283,7 +283,7 @@ def report(res: dict) -> str:
                                                          (r["default"], "cpu_s"))
                    if (sp := _spread(side, key)) is not None]
     identical = all(r["none"].get("identical", True) for r in results)
-    same_folds = all(r.get("unpriced", {}).get("identical", True) for r in results)
+    unpriced_identical = all(r.get("unpriced", {}).get("identical", True) for r in results)
     lines = [
         res["machine"],
         f"load average {res['load_before'][0]:.2f} before, {res['load_after'][0]:.2f} after; "
@@ -308,7 +308,7 @@ def report(res: dict) -> str:
         f"{max(spreads):.0%}; CPU median {statistics.median(cpu_spreads):.0%}, worst {max(cpu_spreads):.0%} "
         f"({len(spreads)} cells with >1 run)" if spreads else "noise: single runs only",
         f"`--passes=` output byte-identical to the input: {identical}; unpriced output byte-identical to the "
-        f"default's: {same_folds}",
+        f"default's: {unpriced_identical}",
     ]
     return "\n".join(lines)
 

@@ -95,9 +95,10 @@ class RunOptions(FrozenRecord):
     `max_peak_increase`: bytes; folds raising a peak by more are refused. `price`: who prices
     the folds in memory, `model` (the pure-Python estimate, fold by fold), `xla` (XLA:CPU
     compiles each module before and after; the budget is then decided with its peaks, see
-    `hlo_dedup.price`) or `none` (no price: the same folds, no peak figures, no budget). `price_backend`: the backend the model prices for, `native` (bf16 and
-    f16 as written) or `xla-cpu` (computed in f32, as XLA:CPU does); with `price` `xla` it
-    plays no part (XLA:CPU is measured).
+    `hlo_dedup.price`) or `none` (no price: the same folds, no peak figures, no budget).
+    `price_backend`: the backend the model prices for, `native` (bf16 and f16 as written) or
+    `xla-cpu` (computed in f32, as XLA:CPU does); with `price` `xla` or `none` it plays no
+    part (XLA:CPU is measured, or nothing is priced).
     `command_line` is the command as typed, for the page to say what produced it.
     `participants`: the replicas x partitions --verify runs modules on (None: what they state or need);
     `verify_timeout`: the seconds its run of an input may take (None: `equivalence.DEFAULT_TIMEOUT`).
